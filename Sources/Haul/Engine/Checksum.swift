@@ -1,0 +1,95 @@
+import Foundation
+import Crypto
+import NIOCore
+
+/// A digest the finished file must match, e.g. `sha-256=9f86d0…`.
+public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// A supported digest algorithm.
+    public enum Algorithm: String, Sendable, Hashable, Codable, CaseIterable {
+        case md5 = "md5"
+        case sha1 = "sha-1"
+        case sha256 = "sha-256"
+        case sha512 = "sha-512"
+
+        var hexLength: Int {
+            switch self {
+            case .md5: 32
+            case .sha1: 40
+            case .sha256: 64
+            case .sha512: 128
+            }
+        }
+    }
+
+    /// The algorithm.
+    public let algorithm: Algorithm
+    /// The expected digest, lowercase hex.
+    public let hex: String
+
+    /// Parses aria2's form `ALGO=HEX` (`sha-256`, `sha256`, `sha-1`, `sha1`, `sha-512`, `md5`).
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
+    public init(parsing text: String) throws {
+        guard let equals = text.firstIndex(of: "=") else {
+            throw DownloadError.invalidRequest("bad checksum \"\(text)\": expected ALGORITHM=HEX, e.g. sha-256=…")
+        }
+        let name = text[..<equals].lowercased()
+        let hex = text[text.index(after: equals)...].lowercased()
+        let normalised = name.replacingOccurrences(of: "sha", with: "sha-").replacingOccurrences(of: "--", with: "-")
+        guard let algorithm = Algorithm(rawValue: name) ?? Algorithm(rawValue: normalised) else {
+            let names = Algorithm.allCases.map(\.rawValue).joined(separator: ", ")
+            throw DownloadError.invalidRequest("unknown checksum algorithm \"\(name)\": use one of \(names)")
+        }
+        guard hex.count == algorithm.hexLength, hex.allSatisfy(\.isHexDigit) else {
+            throw DownloadError.invalidRequest("bad \(algorithm.rawValue) checksum: expected \(algorithm.hexLength) hex digits")
+        }
+        self.algorithm = algorithm
+        self.hex = hex
+    }
+
+    /// `sha-256=…`
+    public var description: String { "\(algorithm.rawValue)=\(hex)" }
+}
+
+/// A running digest fed with the body bytes in file order.
+struct StreamingDigest {
+    private enum State {
+        case md5(Insecure.MD5)
+        case sha1(Insecure.SHA1)
+        case sha256(SHA256)
+        case sha512(SHA512)
+    }
+    private var state: State
+
+    init(_ algorithm: Checksum.Algorithm) {
+        switch algorithm {
+        case .md5: state = .md5(Insecure.MD5())
+        case .sha1: state = .sha1(Insecure.SHA1())
+        case .sha256: state = .sha256(SHA256())
+        case .sha512: state = .sha512(SHA512())
+        }
+    }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        switch state {
+        case .md5(var h): h.update(bufferPointer: bytes); state = .md5(h)
+        case .sha1(var h): h.update(bufferPointer: bytes); state = .sha1(h)
+        case .sha256(var h): h.update(bufferPointer: bytes); state = .sha256(h)
+        case .sha512(var h): h.update(bufferPointer: bytes); state = .sha512(h)
+        }
+    }
+
+    mutating func update(_ buffer: ByteBuffer) {
+        buffer.withUnsafeReadableBytes { update($0) }
+    }
+
+    func finalizeHex() -> String {
+        let bytes: [UInt8] = switch state {
+        case .md5(let h): Array(h.finalize())
+        case .sha1(let h): Array(h.finalize())
+        case .sha256(let h): Array(h.finalize())
+        case .sha512(let h): Array(h.finalize())
+        }
+        return bytes.map { String(format: "%02x", $0) }.joined()
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+
+/// A snapshot of a running download, delivered on ``DownloadTask/progress``.
+public struct DownloadProgress: Sendable, Hashable {
+    /// The destination path, once known (after the first answer from the server).
+    public var destination: String?
+    /// Bytes on disk so far, from the start of the file.
+    public var bytesDone: Int64
+    /// The file's length, when the server said.
+    public var totalBytes: Int64?
+    /// Smoothed transfer rate in bytes per second.
+    public var bytesPerSecond: Double
+    /// A passing condition worth showing: "retrying in 2 s: 503 Service Unavailable".
+    public var note: String?
+
+    /// The fraction done in `0...1`, when the length is known.
+    public var fraction: Double? {
+        guard let totalBytes, totalBytes > 0 else { return nil }
+        return min(1, Double(bytesDone) / Double(totalBytes))
+    }
+
+    /// Time left at the current rate, when the length is known and bytes are flowing.
+    public var eta: Duration? {
+        guard let totalBytes, bytesPerSecond > 1 else { return nil }
+        let seconds = Double(max(0, totalBytes - bytesDone)) / bytesPerSecond
+        return .milliseconds(Int64(seconds * 1000))
+    }
+}
+
+/// An exponentially weighted rate: steady enough to read, quick enough to follow a change.
+struct SpeedMeter: Sendable {
+    /// How much of the old rate survives one second (e^(-1/3): a ~3 s time constant).
+    static let decayPerSecond = 0.7165
+    private(set) var bytesPerSecond: Double = 0
+    private var last: (instant: ContinuousClock.Instant, bytes: Int64)?
+
+    mutating func sample(bytes: Int64, at instant: ContinuousClock.Instant) {
+        guard let last else {
+            self.last = (instant, bytes)
+            return
+        }
+        let elapsed = instant - last.instant
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        guard seconds > 0 else { return }
+        let instantRate = Double(max(0, bytes - last.bytes)) / seconds
+        let keep = bytesPerSecond == 0 ? 0 : Foundation.pow(Self.decayPerSecond, seconds)
+        bytesPerSecond = keep * bytesPerSecond + (1 - keep) * instantRate
+        self.last = (instant, bytes)
+    }
+}

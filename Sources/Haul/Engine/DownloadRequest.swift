@@ -1,0 +1,52 @@
+/// What to download, where to, and how hard to try.
+///
+/// ```swift
+/// var request = DownloadRequest(url: "https://example.com/big.iso", directory: "/tmp")
+/// request.checksum = try Checksum(parsing: "sha-256=…")
+/// ```
+public struct DownloadRequest: Sendable {
+    /// Where the file goes.
+    public enum Destination: Sendable, Hashable {
+        /// Exactly this path.
+        case file(String)
+        /// This folder, under the name the server suggests (Content-Disposition) or the URL's last segment.
+        case directory(String)
+    }
+
+    /// The `http` or `https` URL.
+    public var url: String
+    /// Where the file goes.
+    public var destination: Destination
+    /// Extra request headers (`Authorization`, `Cookie`, …), sent on every request.
+    public var headers: [(name: String, value: String)] = []
+    /// A digest the finished file must match.
+    public var checksum: Checksum?
+    /// Tries in a row that may fail before giving up; a try that made progress resets the count.
+    public var maxTries: Int = 5
+    /// The first retry wait; it doubles on each further failure (with jitter).
+    public var retryWait: Duration = .seconds(1)
+    /// Replace a different file already at the destination instead of saving as `name.1.ext`.
+    public var overwrite: Bool = false
+
+    /// A request for `url` saved into `directory`.
+    public init(url: String, directory: String) {
+        self.url = url
+        self.destination = .directory(directory)
+    }
+
+    /// A request for `url` saved at `path`.
+    public init(url: String, file path: String) {
+        self.url = url
+        self.destination = .file(path)
+    }
+}
+
+/// A finished download.
+public struct DownloadResult: Sendable, Hashable {
+    /// Absolute path of the complete file.
+    public var path: String
+    /// Its size in bytes.
+    public var bytes: Int64
+    /// True when the file was already there and complete, so nothing was downloaded.
+    public var wasAlreadyComplete: Bool
+}

@@ -1,0 +1,76 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// An answer whose head has arrived; its body streams with backpressure.
+struct HTTPAnswer: Sendable {
+    var head: ResponseHead
+    var body: HTTPClientResponse.Body
+    /// The URL after redirects.
+    var url: String
+}
+
+/// The engine's only door to the network: AsyncHTTPClient, with redirects (at most 10,
+/// loops refused) and the stall timeout as its read timeout.
+struct HTTPTransport: Sendable {
+    let client: HTTPClient
+
+    static func makeClient(stallTimeout: Duration) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            timeout: .init(connect: .seconds(15), read: TimeAmount(stallTimeout)))
+        // The engine wants the bytes as stored: a gzip'd .tar.gz must stay gzip'd.
+        configuration.decompression = .disabled
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    }
+
+    /// Sends one request and returns when the head arrives.
+    func send(_ method: HTTPMethod, url: String, headers: [(String, String)], stallTimeout: Duration) async throws(DownloadError) -> HTTPAnswer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "User-Agent", value: "haul/\(HaulVersion.string)")
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+        do {
+            let response = try await client.execute(request, timeout: .hours(24 * 365))
+            let head = ResponseHead(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers)
+            return HTTPAnswer(head: head, body: response.body, url: response.url?.absoluteString ?? url)
+        } catch {
+            throw Self.map(error, stallTimeout: stallTimeout)
+        }
+    }
+
+    /// Turns transport errors into one line a person can act on.
+    static func map(_ error: any Error, stallTimeout: Duration) -> DownloadError {
+        if let error = error as? DownloadError { return error }
+        if error is CancellationError { return .cancelled }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .readTimeout: return .stalled(after: stallTimeout)
+            case .connectTimeout: return .network("connection timed out")
+            case .redirectCycleDetected: return .redirect("redirect loop")
+            case .redirectLimitReached: return .redirect("too many redirects (more than 10)")
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return .invalidRequest("unsupported or malformed URL (\(error))")
+            case .remoteConnectionClosed: return .network("the server closed the connection")
+            case .cancelled: return .cancelled
+            default: return .network("\(error)")
+            }
+        }
+        if let error = error as? IOError { return .network(String(cString: strerror(error.errnoCode))) }
+        if let error = error as? NIOConnectionError {
+            if let first = error.connectionErrors.first?.error as? IOError {
+                return .network(String(cString: strerror(first.errnoCode)))
+            }
+            return .network("cannot connect to \(error.host):\(error.port)")
+        }
+        return .network("\(error)")
+    }
+}
+
+/// The version reported in the User-Agent and by `haul --version`.
+public enum HaulVersion {
+    /// Semantic version string.
+    public static let string = "0.1.0"
+}

@@ -1,0 +1,74 @@
+import Foundation
+import NIOHTTP1
+
+/// The validators a server gave for a representation (RFC 9110 §8.8).
+public struct Validators: Sendable, Hashable, Codable {
+    /// The `ETag`, verbatim (quotes and any `W/` included).
+    public var etag: String?
+    /// The `Last-Modified` date, verbatim.
+    public var lastModified: String?
+
+    /// Creates validators from raw header values.
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// The `If-Range` value: a strong ETag, else the Last-Modified date.
+    /// RFC 9110 §13.1.5 forbids weak ETags in If-Range.
+    var ifRange: String? {
+        if let etag, !etag.hasPrefix("W/") { return etag }
+        return lastModified
+    }
+
+    /// Whether `other` (from a later answer) contradicts these: a validator both sides have differs.
+    func contradicts(_ other: Validators) -> Bool {
+        if let a = etag, let b = other.etag, a != b { return true }
+        if let a = lastModified, let b = other.lastModified, a != b { return true }
+        return false
+    }
+
+    var isEmpty: Bool { etag == nil && lastModified == nil }
+}
+
+/// The parts of a response head the engine decides on.
+struct ResponseHead: Sendable {
+    var status: Int
+    var reason: String
+    var contentLength: Int64?
+    var contentRange: ContentRange?
+    /// `N` from `Content-Range: bytes */N` on a 416.
+    var unsatisfiedLength: Int64?
+    var validators: Validators
+    var acceptsRanges: Bool
+    var retryAfter: Duration?
+    var contentDisposition: String?
+    var isChunked: Bool
+
+    init(status: Int, reason: String = "", headers: HTTPHeaders, now: Date = Date()) {
+        self.status = status
+        self.reason = reason
+        isChunked = headers[canonicalForm: "transfer-encoding"].contains { $0.lowercased() == "chunked" }
+        contentLength = isChunked ? nil : headers.first(name: "content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        let rangeHeader = headers.first(name: "content-range")
+        contentRange = rangeHeader.flatMap(ContentRange.parse)
+        unsatisfiedLength = rangeHeader.flatMap(ContentRange.parseUnsatisfied)
+        validators = Validators(etag: headers.first(name: "etag"), lastModified: headers.first(name: "last-modified"))
+        acceptsRanges = headers[canonicalForm: "accept-ranges"].contains { $0.lowercased() == "bytes" }
+        retryAfter = headers.first(name: "retry-after").flatMap { RetryAfter.delay(from: $0, now: now) }
+        contentDisposition = headers.first(name: "content-disposition")
+    }
+
+    /// The full length of the representation this answer describes, if it says.
+    var representationLength: Int64? {
+        switch status {
+        case 206: contentRange?.total
+        case 200...299: contentLength
+        default: nil
+        }
+    }
+
+    var error: DownloadError {
+        .httpStatus(status, reason: reason, retryAfter: retryAfter)
+    }
+}

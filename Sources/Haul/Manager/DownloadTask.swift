@@ -1,0 +1,236 @@
+import Foundation
+import Synchronization
+
+/// A running (or paused) download: watch its progress, pause, resume, cancel, await it.
+///
+/// Pausing keeps the partial file and its record; cancelling removes both.
+public final class DownloadTask: Sendable {
+    /// Progress snapshots, newest first to go: a slow reader sees the latest, never a backlog.
+    /// Ends when the download ends (completed, failed or cancelled). One reader.
+    public let progress: AsyncStream<DownloadProgress>
+
+    private enum Phase {
+        case running, pausing, paused, resuming, cancelling
+        case finished(Result<DownloadResult, DownloadError>)
+    }
+
+    private struct State {
+        var phase: Phase = .paused
+        var run: Task<Void, Never>?
+        var waiters: [CheckedContinuation<Result<DownloadResult, DownloadError>, Never>] = []
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        var destination: String?
+        var id: String?
+        var lastProgress = DownloadProgress(bytesDone: 0, bytesPerSecond: 0)
+    }
+
+    private let state = Mutex(State())
+    private let continuation: AsyncStream<DownloadProgress>.Continuation
+    private let store: Store
+    private let makeRunner: @Sendable (DownloadRunner.RunEvents) -> DownloadRunner
+
+    init(store: Store, makeRunner: @escaping @Sendable (DownloadRunner.RunEvents) -> DownloadRunner) {
+        (progress, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.store = store
+        self.makeRunner = makeRunner
+    }
+
+    func start() {
+        state.withLock { state in
+            state.phase = .running
+            state.run = launch()
+        }
+    }
+
+    private func launch() -> Task<Void, Never> {
+        let events = DownloadRunner.RunEvents(
+            progress: { [weak self] progress in self?.publish(progress) },
+            note: { [weak self] note in self?.publish(note: note) },
+            resolved: { [weak self] destination, id in
+                self?.state.withLock { $0.destination = destination; $0.id = id }
+            })
+        let runner = makeRunner(events)
+        return Task { [weak self] in
+            let result: Result<DownloadResult, DownloadError>
+            do throws(DownloadError) { result = .success(try await runner.run()) } catch { result = .failure(error) }
+            await self?.runEnded(result)
+        }
+    }
+
+    private func publish(_ progress: DownloadProgress) {
+        state.withLock { $0.lastProgress = progress }
+        continuation.yield(progress)
+    }
+
+    private func publish(note: String) {
+        let progress = state.withLock { state in
+            var progress = state.lastProgress
+            progress.note = note
+            return progress
+        }
+        continuation.yield(progress)
+    }
+
+    private func runEnded(_ result: Result<DownloadResult, DownloadError>) async {
+        enum Next { case done, paused, relaunch, cleanUp(String?, String?) }
+        let next: Next = state.withLock { state in
+            state.run = nil
+            switch state.phase {
+            case .pausing:
+                if case .failure(let error) = result, error.kind == .cancelled {
+                    state.phase = .paused
+                    for waiter in state.stopWaiters { waiter.resume() }
+                    state.stopWaiters = []
+                    return .paused
+                }
+                return .done
+            case .resuming:
+                if case .failure(let error) = result, error.kind == .cancelled {
+                    state.phase = .running
+                    state.run = launch()
+                    return .relaunch
+                }
+                return .done
+            case .cancelling:
+                return .cleanUp(state.destination, state.id)
+            default:
+                return .done
+            }
+        }
+        switch next {
+        case .paused, .relaunch:
+            return
+        case .cleanUp(let destination, let id):
+            await removePartial(destination: destination, id: id)
+            finish(.failure(.cancelled))
+        case .done:
+            finish(result)
+        }
+    }
+
+    private func finish(_ result: Result<DownloadResult, DownloadError>) {
+        let (waiters, stopWaiters) = state.withLock { state in
+            state.phase = .finished(result)
+            defer { state.waiters = []; state.stopWaiters = [] }
+            return (state.waiters, state.stopWaiters)
+        }
+        continuation.finish()
+        for waiter in waiters { waiter.resume(returning: result) }
+        for waiter in stopWaiters { waiter.resume() }
+    }
+
+    /// Runs in a task of its own: the run that was cancelled must not cut its own clean-up short.
+    private func removePartial(destination: String?, id: String?) async {
+        let store = self.store
+        await Task {
+            if let destination { try? FileManager.default.removeItem(atPath: destination + ".part") }
+            if let id { try? await store.delete(id: id) }
+        }.value
+    }
+
+    /// Stops transferring and keeps the partial and its record; ``resume()`` continues.
+    public func pause() {
+        state.withLock { state in
+            switch state.phase {
+            case .running, .resuming:
+                state.phase = .pausing
+                state.run?.cancel()
+            default:
+                break
+            }
+        }
+    }
+
+    /// Pauses, and returns once the transfer has stopped and its state is saved (or the
+    /// download had already ended).
+    public func pauseAndWait() async {
+        pause()
+        await withCheckedContinuation { continuation in
+            let stopped = state.withLock { state in
+                switch state.phase {
+                case .paused, .finished: return true
+                default:
+                    state.stopWaiters.append(continuation)
+                    return false
+                }
+            }
+            if stopped { continuation.resume() }
+        }
+    }
+
+    /// Continues a paused download from its recorded ranges.
+    public func resume() {
+        state.withLock { state in
+            switch state.phase {
+            case .paused:
+                state.phase = .running
+                state.run = launch()
+            case .pausing:
+                state.phase = .resuming
+            default:
+                break
+            }
+        }
+    }
+
+    /// Stops the download and removes its partial file and record. ``result()`` then throws a
+    /// ``DownloadError`` of kind ``DownloadError/Kind/cancelled``.
+    public func cancel() {
+        let cleanUpNow: (String?, String?)? = state.withLock { state in
+            switch state.phase {
+            case .running, .pausing, .resuming:
+                state.phase = .cancelling
+                state.run?.cancel()
+                return nil
+            case .paused:
+                state.phase = .cancelling
+                return (state.destination, state.id)
+            case .cancelling, .finished:
+                return nil
+            }
+        }
+        if let (destination, id) = cleanUpNow {
+            Task {
+                await removePartial(destination: destination, id: id)
+                finish(.failure(.cancelled))
+            }
+        }
+    }
+
+    /// Waits for the download to end. A pause does not end it; a cancel does.
+    ///
+    /// - Returns: the final path and size.
+    /// - Throws: ``DownloadError`` saying why it failed.
+    public func result() async throws(DownloadError) -> DownloadResult {
+        let result = await withCheckedContinuation { continuation in
+            let done: Result<DownloadResult, DownloadError>? = state.withLock { state in
+                if case .finished(let result) = state.phase { return result }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+        return try result.get()
+    }
+
+    /// Whether the task is paused (stopped, partial kept, resumable).
+    public var isPaused: Bool {
+        state.withLock { if case .paused = $0.phase { true } else { false } }
+    }
+
+    /// A token from which another process can continue this download, from what the store
+    /// holds now (the last checkpoint).
+    ///
+    /// - Throws: ``DownloadError`` when the destination is not known yet or the store fails.
+    public func resumeToken() async throws(DownloadError) -> ResumeToken {
+        guard let destination = state.withLock({ $0.destination }) else {
+            throw .invalidRequest("the download has not reached its destination yet")
+        }
+        let record: DownloadRecord?
+        do { record = try await store.record(destination: destination) } catch {
+            throw .io("cannot use the store \(store.path): \(error)")
+        }
+        guard let record else { throw .invalidRequest("no record for \(destination)") }
+        return ResumeToken(record)
+    }
+}

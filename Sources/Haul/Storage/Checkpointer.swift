@@ -1,0 +1,65 @@
+import NIOPosix
+
+/// Makes progress durable without stalling the byte loop: data is `fdatasync`ed on a
+/// thread-pool thread, and only then does the store record the ranges.
+///
+/// Requests coalesce: while one flush runs, newer requests replace each other, so a slow
+/// disk costs checkpoints, never throughput. ``flush(_:)`` waits until everything asked
+/// for, and the given ranges, are durable.
+actor Checkpointer {
+    /// DESIGN.md: a checkpoint at least every second or every 8 MiB.
+    static let interval: Duration = .seconds(1)
+    static let byteInterval: Int64 = 8 << 20
+
+    private let part: PartFile
+    private let store: Store
+    private let id: String
+    private var pending: ByteRanges?
+    private var worker: Task<Void, Never>?
+    private var failure: DownloadError?
+    private(set) var durable: ByteRanges
+
+    init(part: PartFile, store: Store, id: String, durable: ByteRanges) {
+        self.part = part
+        self.store = store
+        self.id = id
+        self.durable = durable
+    }
+
+    /// Asks for `ranges` to become durable soon. Throws a failure of an earlier checkpoint.
+    func request(_ ranges: ByteRanges) throws(DownloadError) {
+        if let failure { throw failure }
+        pending = ranges
+        if worker == nil {
+            worker = Task { await self.drain() }
+        }
+    }
+
+    /// Makes `ranges` durable now, after any checkpoint under way.
+    func flush(_ ranges: ByteRanges) async throws(DownloadError) {
+        pending = ranges
+        if let worker {
+            await worker.value
+        } else {
+            await drain()
+        }
+        if let failure { throw failure }
+    }
+
+    private func drain() async {
+        while let next = pending {
+            pending = nil
+            do {
+                let part = self.part
+                try await NIOThreadPool.singleton.runIfActive { try part.sync() }
+                try await store.checkpoint(id: id, ranges: next)
+                durable = next
+            } catch let error as DownloadError {
+                failure = error
+            } catch {
+                failure = .io("cannot record progress in the store: \(error)")
+            }
+        }
+        worker = nil
+    }
+}

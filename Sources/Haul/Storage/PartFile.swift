@@ -1,0 +1,120 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+
+/// The open `DEST.part` of one download: positional writes, flushes, and the lock that
+/// makes its process the only writer.
+///
+/// The lock is `flock` on the part file itself, released when the descriptor closes (also
+/// when the process dies, so a `kill -9` never leaves a stale lock).
+final class PartFile: Sendable {
+    let path: String
+    let descriptor: Int32
+
+    /// Opens or creates the part file, without locking it.
+    init(path: String) throws(DownloadError) {
+        self.path = path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw .io("write to", path: path, errno: errno) }
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    /// Takes the exclusive write lock without waiting. Returns the pid of the holder (0 when
+    /// it cannot be told) when someone else has it.
+    ///
+    /// `flock` does the excluding: it belongs to this open file, so it also keeps out a second
+    /// download of the same destination in this process, and closing another descriptor of the
+    /// file does not drop it. A POSIX record lock on one byte far past any data only labels the
+    /// holder, because `F_GETLK` can report its pid.
+    func tryLock() throws(DownloadError) -> pid_t? {
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+            var label = Self.labelLock(F_WRLCK)
+            _ = fcntl(descriptor, F_SETLK, &label)
+            return nil
+        }
+        let code = errno
+        guard code == EWOULDBLOCK || code == EINTR else { throw .io("lock", path: path, errno: code) }
+        var probe = Self.labelLock(F_WRLCK)
+        guard fcntl(descriptor, F_GETLK, &probe) == 0, probe.l_type != Int16(F_UNLCK) else { return 0 }
+        return probe.l_pid
+    }
+
+    private static func labelLock(_ type: Int32) -> flock {
+        var lock = Glibc.flock()
+        lock.l_type = Int16(type)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = off_t(Int64.max - 1)
+        lock.l_len = 1
+        return lock
+    }
+
+    /// Whether `path` still names the file this descriptor has open (a writer that held the
+    /// lock before us may have renamed it to its final name and gone).
+    func isStillAtPath() -> Bool {
+        var opened = stat()
+        var named = stat()
+        guard fstat(descriptor, &opened) == 0, stat(path, &named) == 0 else { return false }
+        return opened.st_dev == named.st_dev && opened.st_ino == named.st_ino
+    }
+
+    func size() throws(DownloadError) -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .io("read", path: path, errno: errno) }
+        return Int64(info.st_size)
+    }
+
+    func truncate(to length: Int64 = 0) throws(DownloadError) {
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw .io("truncate", path: path, errno: errno) }
+    }
+
+    /// Writes all of `buffer` at `offset`, retrying short writes and EINTR.
+    func write(_ buffer: ByteBuffer, at offset: Int64) throws(DownloadError) {
+        let failure: Int32? = buffer.withUnsafeReadableBytes { bytes in
+            var done = 0
+            while done < bytes.count {
+                let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                done += n
+            }
+            return nil
+        }
+        if let failure { throw .io("write to", path: path, errno: failure) }
+    }
+
+    /// Reads up to `count` bytes at `offset` into `buffer` (for checksums of resumed files).
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(DownloadError) -> Int {
+        while true {
+            let n = pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno != EINTR { throw .io("read", path: path, errno: errno) }
+        }
+    }
+
+    /// Flushes written data to the device: the step before the store may record it.
+    func sync() throws(DownloadError) {
+        guard fdatasync(descriptor) == 0 else { throw .io("flush", path: path, errno: errno) }
+    }
+
+    /// Renames the part file to `destination` and fsyncs the folder so the rename survives a crash.
+    func commit(to destination: String) throws(DownloadError) {
+        try sync()
+        guard rename(path, destination) == 0 else { throw .io("rename \(path) to", path: destination, errno: errno) }
+        PartFile.syncDirectory(of: destination)
+    }
+
+    static func syncDirectory(of path: String) {
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import GRDB
+
+/// The SQLite store (WAL mode) shared by every Haul process that uses the same state folder.
+///
+/// Each write is one transaction; several processes may use it at once.
+final class Store: Sendable {
+    private let pool: DatabasePool
+    let path: String
+
+    /// Opens (creating if needed) `state.sqlite` in `directory`.
+    init(directory: String) throws(DownloadError) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw DownloadError.io("cannot create state folder \(directory): \((error as NSError).localizedDescription)")
+        }
+        path = (directory as NSString).appendingPathComponent("state.sqlite")
+        var configuration = Configuration()
+        // Another `haul` may be checkpointing at the same moment; wait rather than fail.
+        configuration.busyMode = .timeout(10)
+        configuration.label = "haul.store"
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw DownloadError.io("cannot open the store \(path): \(error)")
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "download") { t in
+                t.primaryKey("id", .text)
+                t.column("destination", .text).notNull().unique()
+                t.column("url", .text).notNull()
+                t.column("totalLength", .integer)
+                t.column("etag", .text)
+                t.column("lastModified", .text)
+                t.column("acceptsRanges", .boolean).notNull().defaults(to: false)
+                t.column("ranges", .text).notNull().defaults(to: "")
+                t.column("status", .text).notNull()
+                t.column("lastError", .text)
+                t.column("checksum", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+        }
+        return migrator
+    }
+
+    func record(destination: String) async throws -> DownloadRecord? {
+        try await pool.read { db in
+            try DownloadRecord.filter(Column("destination") == destination).fetchOne(db)
+        }
+    }
+
+    func record(id: String) async throws -> DownloadRecord? {
+        try await pool.read { db in try DownloadRecord.fetchOne(db, key: id) }
+    }
+
+    func all() async throws -> [DownloadRecord] {
+        try await pool.read { db in try DownloadRecord.order(Column("createdAt")).fetchAll(db) }
+    }
+
+    /// Inserts or replaces the row, stamping `updatedAt`.
+    func save(_ record: DownloadRecord) async throws {
+        var stamped = record
+        stamped.updatedAt = Date()
+        let row = stamped
+        try await pool.write { db in try row.save(db) }
+    }
+
+    /// Records durable progress. Called only after the bytes were flushed.
+    func checkpoint(id: String, ranges: ByteRanges) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE download SET ranges = ?, updatedAt = ? WHERE id = ?",
+                arguments: [ranges, Date(), id])
+        }
+    }
+
+    func delete(id: String) async throws {
+        _ = try await pool.write { db in try DownloadRecord.deleteOne(db, key: id) }
+    }
+}

@@ -1,0 +1,270 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A throwaway nginx on 127.0.0.1 serving the files of one folder, for tests and benchmarks.
+///
+/// Everything nginx writes (config, pid file, logs, temp folders) lives in a private temp
+/// directory; it never reads `/etc/nginx` and never listens on port 80. Two locations serve
+/// the same folder:
+/// - `/` at full speed;
+/// - `/limited/`, rate-limited per connection when `limitRate` is given (unlimited otherwise),
+///   so one server can serve both fast and slow downloads of the same file.
+///
+/// ```swift
+/// let nginx = try await NginxServer.start(root: folder, limitRate: 64 * 1024)
+/// // ... fetch nginx.url("/big.bin") (full speed) or nginx.url("/limited/big.bin") (64 KiB/s)
+/// await nginx.stop()
+/// ```
+public final class NginxServer: Sendable {
+    /// The nginx binary to run, or nil when none is installed.
+    ///
+    /// Looks in `PATH`, then `/usr/sbin`, `/usr/local/sbin` and `/usr/local/nginx/sbin`
+    /// (Debian installs to `/usr/sbin`, which is not in a non-root `PATH`).
+    public static var executablePath: String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let candidates = path.split(separator: ":").map { "\($0)/nginx" }
+            + ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// The port nginx listens on, on 127.0.0.1.
+    public let port: Int
+
+    private let process: Process
+    /// Write end of nginx's lifeline pipe: closing it (or our process dying) kills nginx.
+    private let lifeline: FileHandle
+    private let directory: URL
+    private let stopped = Mutex(false)
+
+    private init(port: Int, process: Process, lifeline: FileHandle, directory: URL) {
+        self.port = port
+        self.process = process
+        self.lifeline = lifeline
+        self.directory = directory
+    }
+
+    deinit {
+        // A test that forgot stop() must not leave nginx running; the temp dir is left behind.
+        if !stopped.withLock({ $0 }) { try? lifeline.close() }
+    }
+
+    /// Starts nginx serving the folder `root` on a free port of 127.0.0.1.
+    ///
+    /// Returns once nginx accepts connections (waits at most about 10 s). A port picked free can
+    /// be taken by someone else before nginx binds it, so a failed start is retried on a new port.
+    ///
+    /// - Parameters:
+    ///   - root: The folder to serve; its files must be readable by the current user.
+    ///   - limitRate: Bytes per second per connection for paths under `/limited/` (nginx `limit_rate`).
+    /// - Throws: ``NginxServerError/notInstalled`` without nginx, ``NginxServerError/didNotStart``
+    ///   when nginx exits or does not listen in time (the message quotes its error log).
+    public static func start(root: String, limitRate: Int? = nil) async throws -> NginxServer {
+        guard let nginx = executablePath else { throw NginxServerError.notInstalled }
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("haul-nginx-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var failure = NginxServerError.didNotStart
+        for _ in 1...3 {
+            let port = try await freePort()
+            let config = configuration(root: root, port: port, limitRate: limitRate, directory: directory.path)
+            try config.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent("nginx.pid"))
+            let (process, lifeline) = try launch(nginx, directory: directory)
+            if await waitUntilListening(process: process, port: port, directory: directory) {
+                return NginxServer(port: port, process: process, lifeline: lifeline, directory: directory)
+            }
+            try? lifeline.close()
+            _ = await waitForExit(process, seconds: 5)
+            failure = .didNotStart(port: port, log: errorLogTail(directory))
+        }
+        try? FileManager.default.removeItem(at: directory)
+        throw failure
+    }
+
+    /// Runs `body` with a started server and stops it afterwards, whether `body` returns or throws.
+    ///
+    /// ```swift
+    /// let bytes = try await NginxServer.withServer(root: folder) { nginx in
+    ///     try await download(nginx.url("/a.bin"))
+    /// }
+    /// ```
+    public static func withServer<T>(
+        root: String, limitRate: Int? = nil, _ body: (NginxServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(root: root, limitRate: limitRate)
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    /// The full URL of `path` on this server, e.g. `url("/a.bin")` is `http://127.0.0.1:PORT/a.bin`.
+    public func url(_ path: String) -> String {
+        "http://127.0.0.1:\(port)\(path)"
+    }
+
+    /// Stops nginx, waits (at most a few seconds) until it has exited, and removes its temp directory.
+    ///
+    /// Calling it again does nothing.
+    public func stop() async {
+        guard stopped.withLock({ old in defer { old = true }; return !old }) else { return }
+        // The watcher kills nginx while it is still our unreaped child, so its pid cannot have
+        // been reused yet.
+        try? lifeline.close()
+        if !(await Self.waitForExit(process, seconds: 5)) {
+            kill(process.processIdentifier, SIGKILL)
+            _ = await Self.waitForExit(process, seconds: 2)
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+extension NginxServer {
+    /// nginx's config. `master_process off` keeps a single process, so stopping it is one kill;
+    /// `user root` only as root, since nginx warns about `user` otherwise.
+    static func configuration(root: String, port: Int, limitRate: Int?, directory: String) -> String {
+        let user = getuid() == 0 ? "user root;" : ""
+        let rate = limitRate.map { "limit_rate \($0);" } ?? ""
+        return """
+            \(user)
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid "\(directory)/nginx.pid";
+            error_log "\(directory)/error.log" warn;
+            events { worker_connections 256; }
+            http {
+                access_log off;
+                sendfile on;
+                etag on;
+                default_type application/octet-stream;
+                client_body_temp_path "\(directory)/client_body";
+                proxy_temp_path "\(directory)/proxy";
+                fastcgi_temp_path "\(directory)/fastcgi";
+                uwsgi_temp_path "\(directory)/uwsgi";
+                scgi_temp_path "\(directory)/scgi";
+                server {
+                    listen 127.0.0.1:\(port);
+                    root "\(root)";
+                    location / { }
+                    location /limited/ { alias "\(root)/"; \(rate) }
+                }
+            }
+
+            """
+    }
+
+    /// Runs nginx, plus a watcher shell that kills it once the lifeline pipe closes: Foundation's
+    /// `Process` does not kill children when the test process dies, and a leftover nginx would hold
+    /// its port and, worse, a CI runner's pipes.
+    ///
+    /// The kill is SIGKILL because a child spawned from a Dispatch worker thread inherits that
+    /// thread's signal mask, which blocks SIGTERM, SIGINT, SIGQUIT and SIGCHLD; nginx without a
+    /// master process never unblocks them, and a shell's `wait` would never return. `read` needs
+    /// no signal, and a throwaway server needs no graceful shutdown.
+    private static func launch(_ nginx: String, directory: URL) throws -> (Process, FileHandle) {
+        let dir = directory.path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nginx)
+        process.arguments = ["-p", dir + "/", "-c", dir + "/nginx.conf", "-e", dir + "/error.log"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+
+        let watcher = Process()
+        watcher.executableURL = URL(fileURLWithPath: "/bin/sh")
+        watcher.arguments = ["-c", #"read _; kill -KILL "$1" 2>/dev/null"#, "haul-nginx-watcher", String(process.processIdentifier)]
+        let pipe = Pipe()
+        watcher.standardInput = pipe
+        watcher.standardOutput = FileHandle.nullDevice
+        watcher.standardError = FileHandle.nullDevice
+        do {
+            try watcher.run()
+        } catch {
+            process.terminate()
+            throw error
+        }
+        try? pipe.fileHandleForReading.close()
+        return (process, pipe.fileHandleForWriting)
+    }
+
+    /// Waits until nginx has bound its port (it writes the pid file after binding) and accepts a
+    /// connection; false if it exits first or after about 10 s.
+    private static func waitUntilListening(process: Process, port: Int, directory: URL) async -> Bool {
+        for _ in 0..<200 {
+            guard process.isRunning else { return false }
+            if nginxPID(directory) == process.processIdentifier, await accepts(port: port) { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    private static func accepts(port: Int) async -> Bool {
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.milliseconds(500))
+        guard let channel = try? await bootstrap.connect(host: "127.0.0.1", port: port).get() else { return false }
+        try? await channel.close()
+        return true
+    }
+
+    /// A port that was free a moment ago: bind 127.0.0.1:0, read the port, close.
+    private static func freePort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress?.port
+        try? await channel.close()
+        guard let port else { throw NginxServerError.didNotStart }
+        return port
+    }
+
+    private static func waitForExit(_ process: Process, seconds: Int) async -> Bool {
+        for _ in 0..<(seconds * 20) {
+            guard process.isRunning else { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return !process.isRunning
+    }
+
+    private static func nginxPID(_ directory: URL) -> pid_t? {
+        let text = try? String(contentsOf: directory.appendingPathComponent("nginx.pid"), encoding: .utf8)
+        return text.flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    private static func errorLogTail(_ directory: URL) -> String {
+        let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
+        return log.split(separator: "\n").suffix(3).joined(separator: " | ")
+    }
+}
+
+/// Why an ``NginxServer`` could not be started.
+public struct NginxServerError: Error, Equatable, CustomStringConvertible {
+    private enum Code { case notInstalled, didNotStart }
+    private let code: Code
+    /// One line saying what failed and what to do.
+    public let description: String
+
+    /// No nginx binary was found.
+    public static let notInstalled = NginxServerError(
+        code: .notInstalled,
+        description: "nginx not found in PATH, /usr/sbin, /usr/local/sbin or /usr/local/nginx/sbin; install it (apt-get install -y nginx)")
+
+    /// nginx exited or did not accept connections in time.
+    public static let didNotStart = NginxServerError(
+        code: .didNotStart, description: "nginx did not start on 127.0.0.1")
+
+    static func didNotStart(port: Int, log: String) -> NginxServerError {
+        NginxServerError(code: .didNotStart, description: "nginx did not start on 127.0.0.1:\(port); its error log ends: \(log)")
+    }
+
+    /// Errors are equal when they are the same kind of failure, whatever the message.
+    public static func == (lhs: NginxServerError, rhs: NginxServerError) -> Bool {
+        lhs.code == rhs.code
+    }
+}

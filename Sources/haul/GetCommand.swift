@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import Haul
+import Logging
+
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Download URLs, continuing any earlier interrupted download of the same destination.",
+        discussion: """
+            Rerunning the same command after Ctrl-C, a crash, kill -9 or a reboot continues where \
+            it stopped. A file at its final name is always complete (and verified, with --checksum).
+
+            Exit status: \(ExitStatus.summary)
+            """)
+
+    @Argument(help: "http:// or https:// URLs to download, one after another.")
+    var urls: [String] = []
+
+    @Option(name: [.short, .long], help: "Save the (single) URL at this path.")
+    var output: String?
+
+    @Option(name: [.short, .customLong("dir")], help: "Save into this folder, under the server's or the URL's file name.")
+    var directory: String = "."
+
+    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file, one a line ('-' for standard input; '#' starts a comment).")
+    var inputFile: String?
+
+    @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
+    var checksum: String?
+
+    @Option(help: "Give up after this many failed tries in a row (a try that made progress resets the count).")
+    var maxTries: Int = 5
+
+    @Option(help: "Seconds to wait before the first retry; doubles each time, with jitter. A server's Retry-After wins.")
+    var retryWait: Double = 1
+
+    @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
+    var timeout: Double = 30
+
+    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Flag(help: "Replace a different file already at the destination instead of saving as name.1.ext.")
+    var overwrite = false
+
+    @Flag(name: [.short, .long], help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: "Folder for the download records (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
+    var stateDir: String?
+
+    func validate() throws {
+        if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL, or --input-file") }
+        if output != nil && (urls.count > 1 || inputFile != nil) {
+            throw ValidationError("--output takes a single URL; use --dir for several")
+        }
+        if maxTries < 1 { throw ValidationError("--max-tries must be at least 1") }
+        if !(retryWait >= 0 && retryWait <= 3600) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
+        if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
+        if let checksum {
+            do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(error)") }
+        }
+        for value in header { _ = try Self.parseHeader(value) }
+    }
+
+    /// `Name: value`, refusing anything that could smuggle a second header or request line.
+    static func parseHeader(_ text: String) throws -> (name: String, value: String) {
+        guard let colon = text.firstIndex(of: ":") else { throw ValidationError("bad header \"\(text)\": expected 'Name: value'") }
+        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let tokenCharacters = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy({ $0.isASCII && tokenCharacters.contains($0) }) else {
+            throw ValidationError("bad header name \"\(name)\"")
+        }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+            throw ValidationError("header \(name) contains control characters")
+        }
+        return (name, value)
+    }
+
+    func run() async throws {
+        let allURLs = try urls + (inputFile.map(InputFile.urls(from:)) ?? [])
+        if allURLs.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
+        var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
+        configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.logger = Logger(label: "haul")
+        configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
+        let headers = try header.map(Self.parseHeader)
+        let expected = try checksum.map(Checksum.init(parsing:))
+
+        let downloader: Downloader
+        do { downloader = try Downloader(configuration) } catch {
+            Terminal.error("\(error)")
+            throw ExitCode(ExitStatus.code(for: [error]))
+        }
+        let interrupts = InterruptHandler()
+        let display = ProgressDisplay(quiet: quiet)
+        var failures: [DownloadError] = []
+        for url in allURLs {
+            var request = output.map { DownloadRequest(url: url, file: $0) } ?? DownloadRequest(url: url, directory: directory)
+            request.headers = headers
+            request.checksum = expected
+            request.maxTries = maxTries
+            request.retryWait = .milliseconds(Int64(retryWait * 1000))
+            request.overwrite = overwrite
+            let task = downloader.download(request)
+            interrupts.follow(task)
+            let started = ContinuousClock.now
+            async let shown: Void = display.follow(task.progress, url: url)
+            do throws(DownloadError) {
+                let result = try await task.result()
+                await shown
+                display.succeeded(result, url: url, elapsed: .now - started)
+            } catch {
+                await shown
+                display.failed(error, url: url)
+                failures.append(error)
+            }
+        }
+        interrupts.follow(nil)
+        try? await downloader.shutdown()
+        if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
+    }
+}

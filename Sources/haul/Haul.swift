@@ -1,0 +1,12 @@
+import ArgumentParser
+import Haul
+
+@main
+struct HaulCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "haul",
+        abstract: "A resumable HTTP(S) download manager: interrupt it any way you like, rerun, lose nothing.",
+        version: HaulVersion.string,
+        subcommands: [GetCommand.self],
+        defaultSubcommand: nil)
+}

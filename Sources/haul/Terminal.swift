@@ -1,0 +1,49 @@
+import Foundation
+
+/// Writing to stderr, and the few facts about the terminal the display needs.
+enum Terminal {
+    static let isInteractive = isatty(STDERR_FILENO) == 1
+
+    static func write(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    /// One line, prefixed `haul: `.
+    static func error(_ message: String) {
+        write("haul: \(message)\n")
+    }
+
+    static func clearLine() {
+        if isInteractive { write("\r\u{1B}[2K") }
+    }
+
+    static var width: Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
+    }
+}
+
+/// Human-readable sizes, rates and durations.
+enum Format {
+    static func bytes(_ count: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    static func rate(_ bytesPerSecond: Double) -> String {
+        bytes(Int64(bytesPerSecond)) + "/s"
+    }
+
+    static func duration(_ duration: Duration) -> String {
+        let total = Int(duration.components.seconds)
+        let (h, m, s) = (total / 3600, total / 60 % 60, total % 60)
+        return h > 0 ? String(format: "%d:%02d:%02d", h, m, s) : String(format: "%d:%02d", m, s)
+    }
+}

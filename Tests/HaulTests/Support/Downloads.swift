@@ -1,0 +1,45 @@
+import Foundation
+@testable import Haul
+
+/// Runs downloads against a throwaway state folder with a fast clock.
+struct Harness {
+    let directory: TestDirectory
+    let clock = RecordingClock()
+    var stallTimeout: Duration = .seconds(5)
+
+    init() throws { directory = try TestDirectory() }
+
+    var stateDirectory: String { directory.file("state") }
+
+    func downloader() throws -> Downloader {
+        var configuration = Downloader.Configuration(stateDirectory: stateDirectory)
+        configuration.clock = clock
+        configuration.stallTimeout = stallTimeout
+        configuration.random = { 0.5 }
+        return try Downloader(configuration)
+    }
+
+    func request(_ url: String, file name: String? = nil, _ configure: (inout DownloadRequest) -> Void = { _ in }) -> DownloadRequest {
+        var request = name.map { DownloadRequest(url: url, file: directory.file($0)) }
+            ?? DownloadRequest(url: url, directory: directory.file("out"))
+        request.retryWait = .milliseconds(10)
+        configure(&request)
+        return request
+    }
+
+    /// Downloads and returns the outcome, shutting the downloader down.
+    func download(_ request: DownloadRequest) async throws -> Result<DownloadResult, DownloadError> {
+        let downloader = try downloader()
+        let task = downloader.download(request)
+        let result: Result<DownloadResult, DownloadError>
+        do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
+        try await downloader.shutdown()
+        return result
+    }
+
+    func record(for path: String) async throws -> DownloadRecord? {
+        try await Store(directory: stateDirectory).record(destination: path)
+    }
+
+    func remove() { directory.remove() }
+}
