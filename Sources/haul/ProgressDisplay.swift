@@ -55,7 +55,7 @@ struct ProgressDisplay: Sendable {
         } else {
             parts.append(Format.bytes(snapshot.bytesDone))
         }
-        parts.append(Format.rate(snapshot.bytesPerSecond))
+        if snapshot.bytesPerSecond > 0 { parts.append(Format.rate(snapshot.bytesPerSecond)) }
         if let eta = snapshot.eta { parts.append("ETA \(Format.duration(eta))") }
         return parts.joined(separator: "  ")
     }
@@ -67,7 +67,8 @@ struct ProgressDisplay: Sendable {
             return
         }
         let seconds = max(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, 0.001)
-        Terminal.write("\(result.path): saved \(Format.bytes(result.bytes)) in \(Format.duration(elapsed)) (\(Format.rate(Double(result.bytes) / seconds)))\n")
+        let continued = result.bytesFetched < result.bytes ? ", \(Format.bytes(result.bytesFetched)) of it now" : ""
+        Terminal.write("\(result.path): saved \(Format.bytes(result.bytes))\(continued) in \(Format.duration(elapsed)) (\(Format.rate(Double(result.bytesFetched) / seconds)))\n")
     }
 
     func failed(_ error: DownloadError, url: String) {

@@ -32,13 +32,12 @@ struct NginxServerTests {
         let folder = try makeFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
 
-        // nginx sends one second's worth at once, then the rest after that second: 1000 bytes
-        // at 600 B/s take about 1 s. The full-speed path is unaffected.
-        try await NginxServer.withServer(root: folder, limitRate: 600) { nginx in
+        // nginx sends one second's worth at once and the rest a second later; headers count, so
+        // the ~1250-byte response at 1000 B/s takes about 1 s. The full-speed path is unaffected.
+        try await NginxServer.withServer(root: folder, limitRate: 1000) { nginx in
             let start = ContinuousClock.now
             let slow = try curl(["-s", nginx.url("/limited/data.bin")])
             let elapsed = ContinuousClock.now - start
-            print("DBG", elapsed)
             #expect(slow.body == content)
             #expect(elapsed > .milliseconds(800))
 

@@ -47,6 +47,8 @@ public struct DownloadResult: Sendable, Hashable {
     public var path: String
     /// Its size in bytes.
     public var bytes: Int64
+    /// Bytes fetched by this run (less than ``bytes`` when it continued an earlier one).
+    public var bytesFetched: Int64
     /// True when the file was already there and complete, so nothing was downloaded.
     public var wasAlreadyComplete: Bool
 }

@@ -9,6 +9,8 @@ extension DownloadRunner {
         var machine: TransferStateMachine
         var digest: StreamingDigest?
         var meter = SpeedMeter()
+        /// Body bytes written by this run, for the summary.
+        var fetched: Int64 = 0
         let part: PartFile
         let checkpointer: Checkpointer
 
@@ -152,6 +154,7 @@ extension DownloadRunner {
                 try transfer.part.write(buffer, at: transfer.machine.offset)
                 transfer.digest?.update(buffer)
                 transfer.machine.wrote(count)
+                transfer.fetched += Int64(count)
                 let now = ContinuousClock.now
                 if transfer.machine.offset - lastCheckpoint.offset >= Checkpointer.byteInterval
                     || now - lastCheckpoint.instant >= Checkpointer.interval {
@@ -209,7 +212,7 @@ extension DownloadRunner {
         let record = transfer.record
         try await storeAccess { try await store.save(record) }
         report(&transfer, at: .now)
-        return DownloadResult(path: path, bytes: total, wasAlreadyComplete: false)
+        return DownloadResult(path: path, bytes: total, bytesFetched: transfer.fetched, wasAlreadyComplete: false)
     }
 
     /// Records why the transfer stopped, keeping every byte that was flushed.

@@ -38,7 +38,7 @@ struct DownloadRunner: Sendable {
             switch try resolver.resolve(wanted, remoteLength: probe.totalLength) {
             case .alreadyComplete(let path, let bytes):
                 logger.debug("already complete", metadata: ["path": "\(path)"])
-                return DownloadResult(path: path, bytes: bytes, wasAlreadyComplete: true)
+                return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
                 guard let part = try await lock(partOf: path) else { continue }
                 return try await transfer(to: path, part: part, probe: probe, retry: &retry)

@@ -1,78 +1,84 @@
-import Foundation
-
-/// The file name in a `Content-Disposition` header (RFC 6266, with RFC 8187 `filename*`).
+/// Reads the file name a server suggests in `Content-Disposition` (RFC 6266).
+///
+/// ```
+/// content-disposition = disposition-type *( OWS ";" OWS disposition-parm )
+/// filename-parm       = "filename" "=" value / "filename*" "=" ext-value
+/// ```
+/// The disposition type is not checked: `attachment`, `inline` and unknown types all carry
+/// a usable name. Parameter names are case-insensitive (RFC 6266 §4.1).
 struct ContentDisposition {
-    /// The raw (unsanitised) suggested name: `filename*` wins over `filename`.
+    /// The suggested file name, raw and unsanitised, or nil when there is none.
+    ///
+    /// `filename*` wins when it decodes, as RFC 6266 §4.3 asks of recipients that
+    /// understand it; otherwise `filename`, quoted or as a token. The result may hold
+    /// `/`, `..` or control characters: pass it through ``FileNameSanitizer`` before use.
+    ///
+    ///     ContentDisposition.filename(from: #"attachment; filename="a.txt""#)  // "a.txt"
     static func filename(from value: String) -> String? {
-        let parameters = Self.parameters(value)
-        if let extended = parameters["filename*"], let decoded = decodeExtended(extended), !decoded.isEmpty {
+        let parameters = Self.parameters(in: value)
+        // The first instance of a parameter counts; RFC 6266 §4.1 makes repeats invalid.
+        if let ext = parameters.first(where: { $0.name == "filename*" }),
+           let decoded = RFC8187.decode(ext.value), !decoded.isEmpty {
             return decoded
         }
-        if let plain = parameters["filename"], !plain.isEmpty { return plain }
+        if let plain = parameters.first(where: { $0.name == "filename" }), !plain.value.isEmpty {
+            return plain.value
+        }
         return nil
     }
 
-    /// `name=value` pairs after the disposition type; names lowercased, quoted strings
-    /// unescaped. Semicolons inside quotes do not split.
-    static func parameters(_ value: String) -> [String: String] {
-        var result: [String: String] = [:]
-        var index = value.startIndex
-        // Skip the disposition type.
-        while index < value.endIndex, value[index] != ";" { index = value.index(after: index) }
-        while index < value.endIndex {
-            index = value.index(after: index)  // past ';'
-            var name = ""
-            while index < value.endIndex, value[index] != "=", value[index] != ";" {
-                name.append(value[index])
-                index = value.index(after: index)
+    /// The `name=value` parameters, names lowercased, values unquoted.
+    ///
+    /// A `;` inside a quoted-string does not end the parameter. An unquoted value runs to
+    /// the next `;`, which also takes the common non-conforming `filename=my file.pdf`.
+    static func parameters(in value: String) -> [(name: String, value: String)] {
+        var result: [(name: String, value: String)] = []
+        var rest = Substring(value)
+        while !rest.isEmpty {
+            let nameEnd = rest.firstIndex { $0 == "=" || $0 == ";" } ?? rest.endIndex
+            let name = HTTPSyntax.trimmingOWS(rest[..<nameEnd]).lowercased()
+            rest = rest[nameEnd...]
+            guard rest.first == "=" else {
+                // The disposition type, or a parameter without a value: nothing to keep.
+                rest = rest.dropFirst()
+                continue
             }
-            guard index < value.endIndex, value[index] == "=" else { continue }
-            index = value.index(after: index)
-            while index < value.endIndex, value[index] == " " { index = value.index(after: index) }
-            var parameterValue = ""
-            if index < value.endIndex, value[index] == "\"" {
-                index = value.index(after: index)
-                while index < value.endIndex, value[index] != "\"" {
-                    if value[index] == "\\", value.index(after: index) < value.endIndex { index = value.index(after: index) }
-                    parameterValue.append(value[index])
-                    index = value.index(after: index)
-                }
-                if index < value.endIndex { index = value.index(after: index) }
-                while index < value.endIndex, value[index] != ";" { index = value.index(after: index) }
+            rest = rest.dropFirst().drop(while: HTTPSyntax.isOWS)
+            let parameterValue: String
+            if rest.first == "\"" {
+                (parameterValue, rest) = quotedString(rest.dropFirst())
+                // Anything between the closing quote and the next `;` is junk.
+                rest = rest.drop { $0 != ";" }
             } else {
-                // A token, or (non-conforming but common) a bare name with spaces.
-                while index < value.endIndex, value[index] != ";" {
-                    parameterValue.append(value[index])
-                    index = value.index(after: index)
-                }
-                parameterValue = parameterValue.trimmingCharacters(in: .whitespaces)
+                let valueEnd = rest.firstIndex(of: ";") ?? rest.endIndex
+                parameterValue = String(HTTPSyntax.trimmingOWS(rest[..<valueEnd]))
+                rest = rest[valueEnd...]
             }
-            let key = name.trimmingCharacters(in: .whitespaces).lowercased()
-            if !key.isEmpty, result[key] == nil { result[key] = parameterValue }
+            result.append((name, parameterValue))
+            rest = rest.dropFirst()
         }
         return result
     }
 
-    /// RFC 8187 `charset'language'percent-encoded`, UTF-8 or ISO-8859-1.
-    static func decodeExtended(_ value: String) -> String? {
-        let parts = value.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return nil }
-        let charset = parts[0].lowercased()
-        var bytes: [UInt8] = []
-        var utf8 = parts[2].utf8.makeIterator()
-        while let byte = utf8.next() {
-            if byte == UInt8(ascii: "%") {
-                guard let high = utf8.next(), let low = utf8.next(),
-                      let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
-                bytes.append(value)
-            } else {
-                bytes.append(byte)
+    /// Reads a quoted-string body after its opening quote (RFC 9110 §5.6.4): `\x` stands for
+    /// `x`, and `"` ends it. Returns the text and what follows the closing quote. An
+    /// unterminated string runs to the end, the most useful reading of a broken header.
+    private static func quotedString(_ s: Substring) -> (String, Substring) {
+        var text = ""
+        var index = s.startIndex
+        while index < s.endIndex {
+            let c = s[index]
+            index = s.index(after: index)
+            switch c {
+            case "\"":
+                return (text, s[index...])
+            case "\\" where index < s.endIndex:
+                text.append(s[index])
+                index = s.index(after: index)
+            default:
+                text.append(c)
             }
         }
-        switch charset {
-        case "utf-8": return String(validating: bytes, as: UTF8.self)
-        case "iso-8859-1": return String(bytes.map { Character(Unicode.Scalar($0)) })
-        default: return nil
-        }
+        return (text, s[s.endIndex...])
     }
 }

@@ -1,15 +1,25 @@
 import Foundation
 
-/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP date.
+/// Reads `Retry-After` (RFC 9110 §10.2.3): how long a 503 or 429 asks the client to wait.
+///
+/// ```
+/// Retry-After = HTTP-date / delay-seconds
+/// delay-seconds = 1*DIGIT
+/// ```
 enum RetryAfter {
-    /// The wait asked for; `.zero` for a date in the past; nil for garbage.
+    /// The wait the value asks for, measured from `now` (injected so tests need no clock).
+    ///
+    /// A date already past gives `.zero`; a sign, a fraction, a number past `Int64.max`
+    /// or any other text gives nil, so the caller falls back to its own backoff.
+    ///
+    ///     RetryAfter.delay(from: "120", now: now)  // .seconds(120)
     static func delay(from value: String, now: Date) -> Duration? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
-            return Int64(trimmed).map { .seconds($0) } ?? .seconds(Int64.max / 1_000_000_000_000)
+        let trimmed = HTTPSyntax.trimmingOWS(Substring(value))
+        if let seconds = HTTPSyntax.int64(digits: trimmed) {
+            return .seconds(seconds)
         }
-        guard let date = HTTPDate.parse(trimmed) else { return nil }
-        let seconds = date.timeIntervalSince(now)
-        return seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
+        guard let date = HTTPDate.parse(String(trimmed), relativeTo: now) else { return nil }
+        let interval = date.timeIntervalSince(now)
+        return interval > 0 ? .seconds(interval) : .zero
     }
 }

@@ -17,7 +17,11 @@ struct TestDirectory: Sendable {
 
     func exists(_ name: String) -> Bool { FileManager.default.fileExists(atPath: file(name)) }
 
-    func write(_ name: String, _ bytes: [UInt8]) throws {
+    func write(_ name: String, _ bytes: [UInt8], creatingFolders: Bool = false) throws {
+        if creatingFolders {
+            try FileManager.default.createDirectory(atPath: (file(name) as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+        }
         try Data(bytes).write(to: URL(fileURLWithPath: file(name)))
     }
 

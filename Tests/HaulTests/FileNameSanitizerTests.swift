@@ -1,0 +1,90 @@
+import Testing
+@testable import Haul
+
+@Suite("File name sanitizer")
+struct FileNameSanitizerTests {
+    @Test("makes a safe component", arguments: [
+        ("report.pdf", "report.pdf"),
+        ("file name.iso", "file name.iso"),
+        ("../../etc/passwd", "passwd"),
+        (#"..\..\windows\system32\cmd.exe"#, "cmd.exe"),
+        ("C:\\Users\\me\\x.txt", "x.txt"),
+        ("/absolute/path.bin", "path.bin"),
+        ("..evil", "evil"),
+        (".bashrc", "bashrc"),
+        ("...", nil),
+        (". . .hidden", "hidden"),
+        ("  padded.txt  ", "padded.txt"),
+        ("trailing.dots...", "trailing.dots"),
+        ("trailing. . ", "trailing"),
+        ("a\0b.txt", "ab.txt"),
+        ("line\nbreak\r.txt", "linebreak.txt"),
+        ("bell\u{07}\u{1B}[31mred.txt", "bell[31mred.txt"),
+        ("del\u{7F}.txt", "del.txt"),
+        ("c1\u{85}\u{9B}.txt", "c1.txt"),
+        ("evil\u{202E}txt.exe", "eviltxt.exe"),
+        ("€ rates.txt", "€ rates.txt"),
+        ("日本語.txt", "日本語.txt"),
+        ("\u{00A0}nbsp\u{00A0}", "nbsp"),
+        ("\0.\0.\0", nil),
+        ("dir/", nil),
+        ("", nil),
+        (".", nil),
+        ("..", nil),
+        ("   ", nil),
+        ("/", nil),
+        ("\n\t", nil),
+    ] as [(String, String?)])
+    func sanitize(name: String, expected: String?) {
+        #expect(FileNameSanitizer.sanitize(name) == expected)
+    }
+
+    @Test("caps long names at 255 bytes", arguments: [
+        (String(repeating: "a", count: 300) + ".iso", String(repeating: "a", count: 251) + ".iso"),
+        (String(repeating: "a", count: 300), String(repeating: "a", count: 255)),
+        // Three-byte characters: 84 of them fill 252 bytes, 85 would not fit.
+        (String(repeating: "€", count: 100), String(repeating: "€", count: 85)),
+        (String(repeating: "€", count: 100) + ".txt", String(repeating: "€", count: 83) + ".txt"),
+        // An "extension" longer than 32 bytes is just part of the name.
+        ("a." + String(repeating: "b", count: 300), "a." + String(repeating: "b", count: 253)),
+        // A cut that ends in dots or spaces is trimmed.
+        (String(repeating: "a", count: 250) + "     bbbbbbbbbb", String(repeating: "a", count: 250)),
+        // Exactly 255 bytes stays as is.
+        (String(repeating: "z", count: 251) + ".txt", String(repeating: "z", count: 251) + ".txt"),
+    ])
+    func longNames(name: String, expected: String) throws {
+        let result = try #require(FileNameSanitizer.sanitize(name))
+        #expect(result == expected)
+        #expect(result.utf8.count <= FileNameSanitizer.maxBytes)
+    }
+
+    @Test func doesNotSplitCombiningMarks() throws {
+        // "é" written as e + U+0301 is one character of three bytes.
+        let name = String(repeating: "e\u{301}", count: 100)
+        let result = try #require(FileNameSanitizer.sanitize(name))
+        #expect(result == String(repeating: "e\u{301}", count: 85))
+    }
+
+    @Test("names a file after a URL path", arguments: [
+        ("/a/b/file%20name.iso", "file name.iso"),
+        ("/file.tar.gz", "file.tar.gz"),
+        ("/", nil),
+        ("", nil),
+        ("/dir/", "dir"),
+        ("//double//slash//x.bin", "x.bin"),
+        ("/..%2F..%2Fetc%2Fpasswd", "passwd"),
+        ("/%2e%2e", nil),
+        ("/a/..", nil),
+        ("/a/%5C..%5Cwin.ini", "win.ini"),
+        ("/100%", "100%"),
+        ("/bad%zzescape.txt", "bad%zzescape.txt"),
+        ("/latin1%E9.txt", "latin1%E9.txt"),
+        ("/%E2%82%AC.txt", "€.txt"),
+        ("/nul%00byte.txt", "nulbyte.txt"),
+        ("/new%0Aline.txt", "newline.txt"),
+        ("/.hidden", "hidden"),
+    ] as [(String, String?)])
+    func urlPath(path: String, expected: String?) {
+        #expect(FileNameSanitizer.name(fromURLPath: path) == expected)
+    }
+}
