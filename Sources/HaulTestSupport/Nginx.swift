@@ -65,22 +65,29 @@ public final class NginxServer: Sendable {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("haul-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var failure = NginxServerError.didNotStart
-        for _ in 1...3 {
-            let port = try await freePort()
-            let config = configuration(root: root, port: port, limitRate: limitRate, directory: directory.path)
-            try config.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
-            try? FileManager.default.removeItem(at: directory.appendingPathComponent("nginx.pid"))
-            let (process, lifeline) = try launch(nginx, directory: directory)
-            if await waitUntilListening(process: process, port: port, directory: directory) {
-                return NginxServer(port: port, process: process, lifeline: lifeline, directory: directory)
+        do {
+            var failure = NginxServerError.didNotStart
+            for _ in 1...3 {
+                let port = try await freePort()
+                let config = configuration(root: root, port: port, limitRate: limitRate, directory: directory.path)
+                try config.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent("nginx.pid"))
+                let (process, lifeline) = try launch(nginx, directory: directory)
+                if await waitUntilListening(process: process, port: port, directory: directory) {
+                    return NginxServer(port: port, process: process, lifeline: lifeline, directory: directory)
+                }
+                // Exiting early is what a lost port race looks like; hanging is not, so no retry.
+                let hung = process.isRunning
+                try? lifeline.close()
+                _ = await waitForExit(process, seconds: 5)
+                failure = .didNotStart(port: port, log: errorLogTail(directory))
+                if hung { break }
             }
-            try? lifeline.close()
-            _ = await waitForExit(process, seconds: 5)
-            failure = .didNotStart(port: port, log: errorLogTail(directory))
+            throw failure
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
-        try? FileManager.default.removeItem(at: directory)
-        throw failure
     }
 
     /// Runs `body` with a started server and stops it afterwards, whether `body` returns or throws.

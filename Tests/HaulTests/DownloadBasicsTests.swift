@@ -152,6 +152,20 @@ import Testing
         #expect(digest(harness.directory.contents("out/nohead.bin")) == digest(route.content))
     }
 
+    @Test(arguments: [100, 50_000])
+    func aHeadThatLiesAboutTheLengthDoesNotMatterBecauseTheGetIsTheTruth(claimed: Int) async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(20_000))
+        route.headContentLength = claimed
+        server.serve("/liar.bin", route)
+        let result = try await harness.download(harness.request(server.url("/liar.bin"))).get()
+        try await server.shutdown()
+        #expect(result.bytes == 20_000)
+        #expect(digest(harness.directory.contents("out/liar.bin")) == digest(route.content))
+    }
+
     @Test func redirectsAreFollowedAndLoopsAreErrors() async throws {
         let server = try await FaultServer.start()
         let harness = try Harness()

@@ -9,9 +9,12 @@ import Testing
 /// The resume contract end to end: every interruption ends in the right bytes, and a
 /// continuation fetches only what was missing.
 @Suite struct ResumeTests {
-    static let size = 2 << 20
-    /// Bytes a dropped connection may cost twice (see `aDroppedConnectionContinuesWhereItStopped`).
-    static let inFlightAllowance = 512 << 10
+    static let size = 4 << 20
+    /// Bytes a dropped connection may cost twice: AsyncHTTPClient drops the read it had not yet
+    /// handed over when the connection fails, and reads are up to 1 MiB
+    /// (`HTTPTransport.receiveAllocator`).
+    /// (The cut points below are past this allowance, so a restart from zero could not pass.)
+    static let inFlightAllowance = (1 << 20) + (64 << 10)
 
     func run(_ configure: (inout Route) -> Void, _ request: (inout DownloadRequest) -> Void = { _ in },
              stallTimeout: Duration = .seconds(5)) async throws -> (result: Result<DownloadResult, DownloadError>, expected: [UInt8], sent: Int, got: [UInt8]?, gets: Int) {
@@ -31,11 +34,10 @@ import Testing
     }
 
     @Test func aDroppedConnectionContinuesWhereItStopped() async throws {
-        let outcome = try await run { $0.cutFirstAfter = 700_000 }
+        let outcome = try await run { $0.cutFirstAfter = 1_500_000 }
         _ = try outcome.result.get()
         #expect(digest(outcome.got) == digest(outcome.expected))
-        // Only what was in flight when the connection dropped is fetched again: AsyncHTTPClient
-        // discards body parts it had buffered but not yet handed over when a connection fails.
+        // Only what was in flight when the connection dropped is fetched again.
         #expect(outcome.sent <= Self.size + Self.inFlightAllowance, "sent \(outcome.sent)")
         #expect(outcome.gets == 2)
     }
@@ -44,11 +46,10 @@ import Testing
         let outcome = try await run({ $0.cutAfter = 300_000 }, { $0.maxTries = 2 })
         _ = try outcome.result.get()
         #expect(digest(outcome.got) == digest(outcome.expected))
-        #expect(outcome.sent <= Self.size + Self.inFlightAllowance, "sent \(outcome.sent)")
     }
 
     @Test func aStallIsRetriedFromWhereItWas() async throws {
-        let outcome = try await run({ $0.stallFirstAfter = 500_000 }, stallTimeout: .milliseconds(300))
+        let outcome = try await run({ $0.stallFirstAfter = 1_500_000 }, stallTimeout: .milliseconds(300))
         _ = try outcome.result.get()
         #expect(digest(outcome.got) == digest(outcome.expected))
         #expect(outcome.sent <= Self.size + Self.inFlightAllowance, "sent \(outcome.sent)")

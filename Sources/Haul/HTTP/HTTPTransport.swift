@@ -23,8 +23,16 @@ struct HTTPTransport: Sendable {
             timeout: .init(connect: .seconds(15), read: TimeAmount(stallTimeout)))
         // The engine wants the bytes as stored: a gzip'd .tar.gz must stay gzip'd.
         configuration.decompression = .disabled
+        // AsyncHTTPClient hands the body over one read at a time (its high watermark is one
+        // buffer), so the read size sets the pace: NIO's default tops out at 64 KiB, which
+        // keeps the network and disk threads taking turns. Reads of up to 1 MiB let them overlap.
+        configuration.http1_1ConnectionDebugInitializer = { channel in
+            channel.setOption(ChannelOptions.recvAllocator, value: Self.receiveAllocator)
+        }
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
+
+    static let receiveAllocator = AdaptiveRecvByteBufferAllocator(minimum: 64 << 10, initial: 256 << 10, maximum: 1 << 20)
 
     /// Sends one request and returns when the head arrives.
     func send(_ method: HTTPMethod, url: String, headers: [(String, String)], stallTimeout: Duration) async throws(DownloadError) -> HTTPAnswer {

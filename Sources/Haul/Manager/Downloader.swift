@@ -104,7 +104,6 @@ public final class Downloader: Sendable {
         do { try await store.save(record) } catch { throw .io("cannot use the store \(store.path): \(error)") }
         var request = DownloadRequest(url: token.url, file: token.destination)
         request.checksum = token.checksum
-        request.overwrite = true
         configure(&request)
         return download(request)
     }
