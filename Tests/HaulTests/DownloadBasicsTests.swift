@@ -166,6 +166,21 @@ import Testing
         #expect(digest(harness.directory.contents("out/liar.bin")) == digest(route.content))
     }
 
+    @Test(arguments: [true, false])
+    func anEmptyFileIsAFileToo(headAllowed: Bool) async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: [])
+        route.headAllowed = headAllowed
+        server.serve("/empty.txt", route)
+        let result = try await harness.download(harness.request(server.url("/empty.txt"))).get()
+        try await server.shutdown()
+        #expect(result.bytes == 0)
+        #expect(harness.directory.contents("out/empty.txt") == [])
+        #expect(!harness.directory.exists("out/empty.txt.part"))
+    }
+
     @Test func redirectsAreFollowedAndLoopsAreErrors() async throws {
         let server = try await FaultServer.start()
         let harness = try Harness()

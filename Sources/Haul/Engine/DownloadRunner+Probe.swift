@@ -33,6 +33,11 @@ extension DownloadRunner {
             return result
         case 200...299:
             return ProbeResult(answer, url: get.url)
+        case 416 where answer.unsatisfiedLength == 0:
+            // Even byte 0 is out of range: the file is empty.
+            var result = ProbeResult(answer, url: get.url)
+            result.totalLength = 0
+            return result
         default:
             throw answer.error
         }
