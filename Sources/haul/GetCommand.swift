@@ -41,6 +41,12 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
     var header: [String] = []
 
+    @Option(name: [.customShort("x"), .long], help: "Connections per download when the server serves ranges (1 disables segmenting).")
+    var connections: Int = 1
+
+    @Option(help: "Never split a segment below this size: bytes, or with K, M or G (binary) suffix.")
+    var minSplitSize: String = "1M"
+
     @Flag(help: "Replace a different file already at the destination instead of saving as name.1.ext.")
     var overwrite = false
 
@@ -56,6 +62,11 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("--output takes a single URL; use --dir for several")
         }
         if maxTries < 1 { throw ValidationError("--max-tries must be at least 1") }
+        if !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
+        guard let split = ByteCount.parse(minSplitSize), split >= 1 << 10 else {
+            throw ValidationError("--min-split-size must be a size of at least 1K, e.g. 1M")
+        }
+        _ = split
         if !(retryWait >= 0 && retryWait <= 3600) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if let checksum {
@@ -104,6 +115,8 @@ struct GetCommand: AsyncParsableCommand {
             request.maxTries = maxTries
             request.retryWait = .milliseconds(Int64(retryWait * 1000))
             request.overwrite = overwrite
+            request.connections = connections
+            request.minimumSplitSize = ByteCount.parse(minSplitSize) ?? 1 << 20
             let task = downloader.download(request)
             interrupts.follow(task)
             let started = ContinuousClock.now

@@ -27,6 +27,11 @@ public struct DownloadRequest: Sendable {
     public var retryWait: Duration = .seconds(1)
     /// Replace a different file already at the destination instead of saving as `name.1.ext`.
     public var overwrite: Bool = false
+    /// Connections for one download when the server serves ranges of a file of known length
+    /// (aria2's `-x`); 1 disables segmenting.
+    public var connections: Int = 1
+    /// A segment is never split below this size (aria2's `--min-split-size`).
+    public var minimumSplitSize: Int64 = 1 << 20
 
     /// A request for `url` saved into `directory`.
     public init(url: String, directory: String) {

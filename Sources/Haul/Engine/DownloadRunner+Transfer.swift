@@ -11,10 +11,12 @@ extension DownloadRunner {
         var meter = SpeedMeter()
         /// Body bytes written by this run, for the summary.
         var fetched: Int64 = 0
+        /// What a segmented transfer wrote, holes and all; nil while a single stream runs.
+        var segmentsWritten: ByteRanges?
         let part: PartFile
         let checkpointer: Checkpointer
 
-        var written: ByteRanges { ByteRanges([0..<machine.offset]) }
+        var written: ByteRanges { segmentsWritten ?? ByteRanges([0..<machine.offset]) }
     }
 
     /// How often progress snapshots go out; more often only costs the byte loop.
@@ -30,6 +32,19 @@ extension DownloadRunner {
             digest: nil, part: part,
             checkpointer: Checkpointer(part: part, store: store, id: record.id, durable: record.ranges))
         do {
+            if let missing = segmentation(of: transfer, trusted: record.ranges) {
+                // Bytes arrive out of order: the checksum is computed over the file at the end.
+                if try await segmentedTransfer(&transfer, missing: missing, trusted: record.ranges) {
+                    transfer.machine = TransferStateMachine(total: transfer.machine.total, validators: transfer.machine.validators,
+                                                            acceptsRanges: true, offset: transfer.machine.total ?? 0)
+                    return try await finish(&transfer, at: path)
+                }
+                logger.debug("falling back to one connection")
+                transfer.machine = TransferStateMachine(total: transfer.machine.total, validators: transfer.machine.validators,
+                                                        acceptsRanges: transfer.machine.acceptsRanges,
+                                                        offset: transfer.written.contiguousPrefix)
+                transfer.segmentsWritten = nil
+            }
             transfer.digest = try request.checksum.map { checksum throws(DownloadError) in
                 try Self.digest(of: part, upTo: transfer.machine.offset, algorithm: checksum.algorithm)
             }
@@ -58,7 +73,7 @@ extension DownloadRunner {
             ?? DownloadRecord(id: UUID().uuidString, destination: path, url: request.url, totalLength: nil,
                               acceptsRanges: false, ranges: ByteRanges(), status: .running, createdAt: now, updatedAt: now)
         // Only recorded bytes that are still in the file count; nothing else is trusted.
-        var trusted = ByteRanges([0..<record.ranges.contiguousPrefix]).clamped(to: partSize)
+        var trusted = record.ranges.clamped(to: partSize)
         let changedLength = probe.totalLength != nil && record.totalLength != nil && probe.totalLength != record.totalLength
         let biggerThanRemote = probe.totalLength.map { partSize > $0 } ?? false
         if changedLength || biggerThanRemote || record.validators.contradicts(probe.validators) {

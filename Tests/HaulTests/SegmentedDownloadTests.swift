@@ -1,0 +1,80 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// Several connections per download: the result is byte-identical to one stream, whatever
+/// the server does.
+@Suite struct SegmentedDownloadTests {
+    static let size = 6 << 20
+
+    func run(connections: Int, _ configure: (inout Route) -> Void = { _ in }) async throws
+        -> (result: DownloadResult, got: [UInt8]?, expected: [UInt8], stats: RouteStats) {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(Self.size, seed: 8))
+        configure(&route)
+        server.serve("/f.bin", route)
+        let result = try await harness.download(harness.request(server.url("/f.bin"), file: "f.bin") {
+            $0.connections = connections
+            $0.minimumSplitSize = 256 << 10
+        }).get()
+        let stats = server.stats("/f.bin")
+        let got = harness.directory.contents("f.bin")
+        try await server.shutdown()
+        return (result, got, route.contentAfterFirstGet ?? route.content, stats)
+    }
+
+    @Test func eightConnectionsGiveTheSameBytesAsOne() async throws {
+        let one = try await run(connections: 1)
+        let eight = try await run(connections: 8) { $0.bytesPerSecond = 16 << 20 }
+        #expect(digest(eight.got) == digest(one.got))
+        #expect(digest(eight.got) == digest(eight.expected))
+        let ranged = eight.stats.requests.filter { $0.method == "GET" && $0.status == 206 }
+        #expect(ranged.count >= 8, "every connection fetched a segment")
+        #expect(eight.stats.bodyBytesSent <= Self.size + 8 * ResumeTests.inFlightAllowance)
+    }
+
+    @Test func aServerThatIgnoresRangesFallsBackToOneStream() async throws {
+        let outcome = try await run(connections: 4) { $0.honoursRange = false }
+        #expect(digest(outcome.got) == digest(outcome.expected))
+    }
+
+    @Test func droppedConnectionsRetryTheirOwnSegment() async throws {
+        let outcome = try await run(connections: 4) { $0.cutAfter = 700_000 }
+        #expect(digest(outcome.got) == digest(outcome.expected))
+    }
+
+    @Test func aWrongContentRangeIsNeverWritten() async throws {
+        let outcome = try await run(connections: 4) { $0.wrongContentRange = true }
+        #expect(digest(outcome.got) == digest(outcome.expected))
+    }
+
+    @Test func aFileThatChangesMidwayEndsAsTheNewFile() async throws {
+        let outcome = try await run(connections: 4) {
+            $0.contentAfterFirstGet = testBytes(Self.size, seed: 9)
+            $0.bytesPerSecond = 16 << 20
+        }
+        #expect(digest(outcome.got) == digest(outcome.expected))
+    }
+
+    @Test func aChecksumIsVerifiedOverOutOfOrderBytes() async throws {
+        let content = testBytes(Self.size, seed: 8)
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        server.serve("/f.bin", Route(content: content))
+        let good = try Checksum(parsing: "sha-256=" + sha256Hex(content))
+        let bad = try Checksum(parsing: "sha-256=" + String(repeating: "1", count: 64))
+        let ok = try await harness.download(harness.request(server.url("/f.bin"), file: "good.bin") {
+            $0.connections = 4; $0.minimumSplitSize = 256 << 10; $0.checksum = good })
+        let mismatch = try await harness.download(harness.request(server.url("/f.bin"), file: "bad.bin") {
+            $0.connections = 4; $0.minimumSplitSize = 256 << 10; $0.checksum = bad })
+        try await server.shutdown()
+        #expect(throws: Never.self) { try ok.get() }
+        guard case .failure(let error) = mismatch else { Issue.record("mismatch must fail"); return }
+        #expect(error.kind == .checksum)
+        #expect(!harness.directory.exists("bad.bin"))
+    }
+}
