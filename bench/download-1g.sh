@@ -25,7 +25,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=${TMPDIR:-/tmp}/haul-bench
 SRC=$WORK/www/1g.bin
 SIZE=$((1024 * 1024 * 1024))
-NGINX=$(command -v nginx || ls /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx 2>/dev/null | head -n 1 || true)
+source "$(dirname "${BASH_SOURCE[0]}")/nginx.sh"
 
 need() { [[ -n "$2" && -x "$2" ]] || { echo "error: $1 not found; install it: apt-get install -y $3" >&2; exit 2; }; }
 need nginx "$NGINX" nginx
@@ -53,49 +53,13 @@ if [[ "$(stat -c %s "$SRC" 2>/dev/null || echo 0)" != "$SIZE" || ! -s "$SRC.sha2
 fi
 SRC_SHA=$(cat "$SRC.sha256")
 
-NGINX_PID=
 cleanup() {
-    [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null
+    stop_nginx
     rm -rf "$WORK/out" "$WORK/nginx"   # the source file stays for the next run
 }
 trap cleanup EXIT
 
-# Try a few random ports: one that looks free can still be taken before nginx binds it.
-for _ in 1 2 3 4 5; do
-    PORT=$(shuf -i 20000-60999 -n 1)
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && continue   # someone listens there
-    # master_process off: a single process serves, so `kill` stops everything.
-    # `user root` because as root nginx would otherwise switch to an unprivileged user.
-    cat > "$WORK/nginx/nginx.conf" <<EOF
-$( (( EUID == 0 )) && echo "user root;" )
-daemon off;
-master_process off;
-worker_processes 1;
-pid "$WORK/nginx/nginx.pid";
-error_log "$WORK/nginx/error.log" warn;
-events { worker_connections 64; }
-http {
-    access_log off;
-    sendfile on;
-    default_type application/octet-stream;
-    client_body_temp_path "$WORK/nginx/client_body";
-    proxy_temp_path "$WORK/nginx/proxy";
-    fastcgi_temp_path "$WORK/nginx/fastcgi";
-    uwsgi_temp_path "$WORK/nginx/uwsgi";
-    scgi_temp_path "$WORK/nginx/scgi";
-    server { listen 127.0.0.1:$PORT; root "$WORK/www"; }
-}
-EOF
-    "$NGINX" -p "$WORK/nginx/" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" </dev/null >/dev/null 2>&1 &
-    NGINX_PID=$!
-    for _ in $(seq 100); do   # up to 10 s
-        curl -s -o /dev/null -I --max-time 1 "http://127.0.0.1:$PORT/1g.bin" && break 2
-        kill -0 "$NGINX_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill "$NGINX_PID" 2>/dev/null; wait "$NGINX_PID" 2>/dev/null; NGINX_PID=
-done
-[[ -n "$NGINX_PID" ]] || { echo "error: nginx did not start; see $WORK/nginx/error.log" >&2; cat "$WORK/nginx/error.log" >&2; exit 2; }
+start_nginx "$WORK/nginx" "$WORK/www" || exit 2
 URL=http://127.0.0.1:$PORT/1g.bin
 
 # The command each tool runs, with OUT as its output path.

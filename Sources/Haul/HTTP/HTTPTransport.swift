@@ -21,6 +21,8 @@ struct HTTPTransport: Sendable {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .follow(max: 10, allowCycles: false),
             timeout: .init(connect: .seconds(15), read: TimeAmount(stallTimeout)))
+        // AsyncHTTPClient's default of 8 connections per host would cap `-x 16` at 8.
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
         // The engine wants the bytes as stored: a gzip'd .tar.gz must stay gzip'd.
         configuration.decompression = .disabled
         // AsyncHTTPClient hands the body over one read at a time (its high watermark is one

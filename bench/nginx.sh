@@ -1,0 +1,59 @@
+# Sourced by the benchmarks: start_nginx DIR ROOT [LIMIT_RATE] starts a private nginx on a free
+# 127.0.0.1 port serving ROOT (its config, pid, logs and temp files under DIR) and sets PORT
+# and NGINX_PID; stop_nginx stops it. With LIMIT_RATE, every connection is held to that many
+# bytes per second (nginx `limit_rate`), like a server that throttles each client connection.
+
+NGINX=$(command -v nginx || ls /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx 2>/dev/null | head -n 1 || true)
+NGINX_PID=
+
+start_nginx() {
+    local dir=$1 root=$2 limit=${3:-}
+    mkdir -p "$dir"
+    # Try a few random ports: one that looks free can still be taken before nginx binds it.
+    for _ in 1 2 3 4 5; do
+        PORT=$(shuf -i 20000-60999 -n 1)
+        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && continue   # someone listens there
+        # master_process off: a single process serves, so `kill` stops everything.
+        # `user root` because as root nginx would otherwise switch to an unprivileged user.
+        cat > "$dir/nginx.conf" <<CONF
+$( (( EUID == 0 )) && echo "user root;" )
+daemon off;
+master_process off;
+worker_processes 1;
+pid "$dir/nginx.pid";
+error_log "$dir/error.log" warn;
+events { worker_connections 256; }
+http {
+    access_log off;
+    sendfile on;
+    default_type application/octet-stream;
+    client_body_temp_path "$dir/client_body";
+    proxy_temp_path "$dir/proxy";
+    fastcgi_temp_path "$dir/fastcgi";
+    uwsgi_temp_path "$dir/uwsgi";
+    scgi_temp_path "$dir/scgi";
+    server {
+        listen 127.0.0.1:$PORT;
+        root "$root";
+        $( [[ -n "$limit" ]] && echo "limit_rate $limit;" )
+    }
+}
+CONF
+        "$NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >/dev/null 2>&1 &
+        NGINX_PID=$!
+        for _ in $(seq 100); do   # up to 10 s
+            curl -s -o /dev/null -I --max-time 1 "http://127.0.0.1:$PORT/" && return 0
+            kill -0 "$NGINX_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$NGINX_PID" 2>/dev/null; wait "$NGINX_PID" 2>/dev/null; NGINX_PID=
+    done
+    echo "error: nginx did not start; see $dir/error.log" >&2
+    cat "$dir/error.log" >&2
+    return 1
+}
+
+stop_nginx() {
+    [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null
+    NGINX_PID=
+}
