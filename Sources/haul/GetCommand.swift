@@ -23,7 +23,7 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.short, .customLong("dir")], help: "Save into this folder, under the server's or the URL's file name.")
     var directory: String = "."
 
-    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file, one a line ('-' for standard input; '#' starts a comment).")
+    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file ('-' for standard input): one a line, each optionally followed by indented aria2-style 'out=', 'dir=' and 'checksum=' lines; '#' starts a comment.")
     var inputFile: String?
 
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
@@ -91,8 +91,13 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let allURLs = try urls + (inputFile.map(InputFile.urls(from:)) ?? [])
-        if allURLs.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
+        let entries = try urls.map { InputEntry(url: $0) } + (inputFile.map(InputFile.entries(from:)) ?? [])
+        if entries.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
+        for entry in entries {
+            if let checksum = entry.checksum {
+                do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(entry.url): \(error)") }
+            }
+        }
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.logger = Logger(label: "haul")
@@ -108,10 +113,13 @@ struct GetCommand: AsyncParsableCommand {
         let interrupts = InterruptHandler()
         let display = ProgressDisplay(quiet: quiet)
         var failures: [DownloadError] = []
-        for url in allURLs {
-            var request = output.map { DownloadRequest(url: url, file: $0) } ?? DownloadRequest(url: url, directory: directory)
+        for entry in entries {
+            let url = entry.url
+            let folder = entry.dir ?? directory
+            var request = (output ?? entry.out.map { (folder as NSString).appendingPathComponent($0) })
+                .map { DownloadRequest(url: url, file: $0) } ?? DownloadRequest(url: url, directory: folder)
             request.headers = headers
-            request.checksum = expected
+            request.checksum = try entry.checksum.map(Checksum.init(parsing:)) ?? expected
             request.maxTries = maxTries
             request.retryWait = .milliseconds(Int64(retryWait * 1000))
             request.overwrite = overwrite

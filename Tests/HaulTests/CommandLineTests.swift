@@ -117,6 +117,38 @@ import Testing
         #expect(!dir.exists("out/gone.bin"))
     }
 
+    @Test func anAria2InputFileSetsNamesFoldersAndChecksumsPerURL() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let (a, b, c) = (testBytes(1000, seed: 1), testBytes(2000, seed: 2), testBytes(3000, seed: 3))
+        server.serve("/a.bin", Route(content: a))
+        server.serve("/b.bin", Route(content: b))
+        server.serve("/c.bin", Route(content: c))
+        let list = """
+            # aria2-style list
+            \(server.url("/a.bin"))
+              out=renamed.bin
+            \(server.url("/b.bin"))\thttp://mirror.invalid/b.bin
+            \tdir=sub
+            \tchecksum=sha-256=\(sha256Hex(b))
+            \(server.url("/c.bin"))
+              checksum=sha-256=\(String(repeating: "0", count: 64))
+
+            """
+        try dir.write("list.txt", Array(list.utf8))
+
+        let (status, stderr) = try await HaulProcess.run(
+            ["get", "-q", "-i", "list.txt", "-d", "out", "--state-dir", dir.file("state")], in: dir.path)
+        try await server.shutdown()
+
+        #expect(status == 5, "only c's checksum fails: \(stderr)")
+        #expect(stderr.contains("checksum mismatch"))
+        #expect(digest(dir.contents("out/renamed.bin")) == digest(a))
+        #expect(digest(dir.contents("sub/b.bin")) == digest(b))
+        #expect(!dir.exists("out/c.bin"))
+    }
+
     @Test func anUnwritableFolderIsExitThreeWithTheReason() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()
