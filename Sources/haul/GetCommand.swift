@@ -47,6 +47,12 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "Never split a segment below this size: bytes, or with K, M or G (binary) suffix.")
     var minSplitSize: String = "1M"
 
+    @Option(help: "Limit the total download rate of all connections, e.g. 2M (bytes per second; K, M, G suffixes).")
+    var limitRate: String?
+
+    @Option(help: "Limit each download's rate, e.g. 500K (bytes per second; K, M, G suffixes).")
+    var maxDownloadLimit: String?
+
     @Flag(help: "Replace a different file already at the destination instead of saving as name.1.ext.")
     var overwrite = false
 
@@ -67,6 +73,11 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("--min-split-size must be a size of at least 1K, e.g. 1M")
         }
         _ = split
+        for (flag, value) in [("--limit-rate", limitRate), ("--max-download-limit", maxDownloadLimit)] {
+            if let value, (ByteCount.parse(value) ?? 0) < 1 << 10 {
+                throw ValidationError("\(flag) must be a rate of at least 1K, e.g. 2M")
+            }
+        }
         if !(retryWait >= 0 && retryWait <= 3600) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if let checksum {
@@ -100,6 +111,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
         configuration.logger = Logger(label: "haul")
         configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
         let headers = try header.map(Self.parseHeader)
@@ -125,6 +137,7 @@ struct GetCommand: AsyncParsableCommand {
             request.overwrite = overwrite
             request.connections = connections
             request.minimumSplitSize = ByteCount.parse(minSplitSize) ?? 1 << 20
+            request.rateLimit = maxDownloadLimit.flatMap(ByteCount.parse)
             let task = downloader.download(request)
             interrupts.follow(task)
             let started = ContinuousClock.now

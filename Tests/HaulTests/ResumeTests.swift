@@ -49,10 +49,11 @@ import Testing
     }
 
     @Test func aStallIsRetriedFromWhereItWas() async throws {
-        let outcome = try await run({ $0.stallFirstAfter = 1_500_000 }, stallTimeout: .milliseconds(300))
+        let outcome = try await run({ $0.stallFirstAfter = 1_500_000 }, stallTimeout: .seconds(1))
         _ = try outcome.result.get()
         #expect(digest(outcome.got) == digest(outcome.expected))
-        #expect(outcome.sent <= Self.size + Self.inFlightAllowance, "sent \(outcome.sent)")
+        // Each abandoned connection (the stall, and any a loaded machine times out) costs at most one read.
+        #expect(outcome.sent <= Self.size + (outcome.gets - 1) * Self.inFlightAllowance, "sent \(outcome.sent)")
     }
 
     @Test func aServerThatIgnoresRangesGetsAFullRestartNeverAnAppend() async throws {

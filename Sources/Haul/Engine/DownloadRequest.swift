@@ -32,6 +32,8 @@ public struct DownloadRequest: Sendable {
     public var connections: Int = 1
     /// A segment is never split below this size (aria2's `--min-split-size`).
     public var minimumSplitSize: Int64 = 1 << 20
+    /// This download's own rate limit in bytes per second, on top of the downloader's global one.
+    public var rateLimit: Int64?
 
     /// A request for `url` saved into `directory`.
     public init(url: String, directory: String) {

@@ -170,6 +170,7 @@ extension DownloadRunner {
                 transfer.digest?.update(buffer)
                 transfer.machine.wrote(count)
                 transfer.fetched += Int64(count)
+                try await throttle(count)
                 let now = ContinuousClock.now
                 if transfer.machine.offset - lastCheckpoint.offset >= Checkpointer.byteInterval
                     || now - lastCheckpoint.instant >= Checkpointer.interval {

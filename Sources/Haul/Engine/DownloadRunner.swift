@@ -10,6 +10,8 @@ struct DownloadRunner: Sendable {
     let stallTimeout: Duration
     let clock: any Clock<Duration>
     let random: @Sendable () -> Double
+    /// Rate limits this download's bytes flow through (global, then its own).
+    let limiters: [RateLimiter]
     let logger: Logger
     let events: RunEvents
 
@@ -73,6 +75,11 @@ struct DownloadRunner: Sendable {
                 try await wait(&retry, after: error, madeProgress: madeProgress())
             }
         }
+    }
+
+    /// Waits until every rate limit lets `bytes` more through.
+    func throttle(_ bytes: Int) async throws(DownloadError) {
+        for limiter in limiters { try await limiter.acquire(bytes) }
     }
 
     /// Sleeps before the next try, or rethrows when there is none.

@@ -17,7 +17,7 @@ struct HTTPAnswer: Sendable {
 struct HTTPTransport: Sendable {
     let client: HTTPClient
 
-    static func makeClient(stallTimeout: Duration) -> HTTPClient {
+    static func makeClient(stallTimeout: Duration, rateLimit: Int64? = nil) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .follow(max: 10, allowCycles: false),
             timeout: .init(connect: .seconds(15), read: TimeAmount(stallTimeout)))
@@ -28,8 +28,14 @@ struct HTTPTransport: Sendable {
         // AsyncHTTPClient hands the body over one read at a time (its high watermark is one
         // buffer), so the read size sets the pace: NIO's default tops out at 64 KiB, which
         // keeps the network and disk threads taking turns. Reads of up to 1 MiB let them overlap.
+        // Under a rate limit, reads stay near a tenth of a second's worth, so the limit paces
+        // smoothly instead of in bursts of a whole read.
+        let allocator = rateLimit.map { rate in
+            let maximum = Int(min(max(rate / 10, 16 << 10), 1 << 20))
+            return AdaptiveRecvByteBufferAllocator(minimum: 1 << 10, initial: min(16 << 10, maximum), maximum: maximum)
+        } ?? Self.receiveAllocator
         configuration.http1_1ConnectionDebugInitializer = { channel in
-            channel.setOption(ChannelOptions.recvAllocator, value: Self.receiveAllocator)
+            channel.setOption(ChannelOptions.recvAllocator, value: allocator)
         }
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }

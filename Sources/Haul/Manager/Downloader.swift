@@ -23,6 +23,8 @@ public final class Downloader: Sendable {
         public var logger = Logger(label: "haul")
         /// Drives retry waits and lock polling; tests inject a fast one.
         public var clock: any Clock<Duration> = ContinuousClock()
+        /// A rate limit in bytes per second shared by every connection of every download.
+        public var rateLimit: Int64?
         /// Jitter for retry backoff, a number in `0..<1`.
         public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
 
@@ -45,6 +47,7 @@ public final class Downloader: Sendable {
     let configuration: Configuration
     let store: Store
     private let client: HTTPClient
+    private let globalLimiter: RateLimiter?
 
     /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)``.
     ///
@@ -52,7 +55,8 @@ public final class Downloader: Sendable {
     public init(_ configuration: Configuration) throws(DownloadError) {
         self.configuration = configuration
         store = try Store(directory: configuration.stateDirectory)
-        client = HTTPTransport.makeClient(stallTimeout: configuration.stallTimeout)
+        client = HTTPTransport.makeClient(stallTimeout: configuration.stallTimeout, rateLimit: configuration.rateLimit)
+        globalLimiter = configuration.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }
     }
 
     /// Closes the HTTP client. Downloads still running fail.
@@ -80,9 +84,11 @@ public final class Downloader: Sendable {
         let task = DownloadTask(store: store) { [self] events in
             var logger = configuration.logger
             logger[metadataKey: "url"] = "\(request.url)"
+            let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
             return DownloadRunner(request: request, store: store, transport: HTTPTransport(client: client),
                                   stallTimeout: configuration.stallTimeout, clock: configuration.clock,
-                                  random: configuration.random, logger: logger, events: events)
+                                  random: configuration.random, limiters: limiters.compactMap { $0 },
+                                  logger: logger, events: events)
         }
         task.start()
         return task
