@@ -78,7 +78,7 @@ extension DownloadRunner {
                 try await fetch(segment, context)
                 context.board.release(segment.id)
             } catch {
-                let madeProgress = (context.board.end(of: segment.id) ?? 0) > segment.next
+                let madeProgress = (context.board.position(of: segment.id) ?? segment.next) > segment.next
                 context.board.release(segment.id)
                 if error == .rangesNotHonoured { return error }
                 do throws(DownloadError) {

@@ -34,6 +34,9 @@ final class SegmentBoard: Sendable {
 
     func end(of id: Int) -> Int64? { state.withLock { $0.planner.end(of: id) } }
 
+    /// Where segment `id` writes next.
+    func position(of id: Int) -> Int64? { state.withLock { state in state.planner.active.first { $0.id == id }?.next } }
+
     func release(_ id: Int) { state.withLock { $0.planner.release(id) } }
 
     var written: ByteRanges { state.withLock { $0.written } }
