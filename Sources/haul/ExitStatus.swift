@@ -7,7 +7,7 @@ enum ExitStatus {
         0 every download succeeded; 1 several kinds of failure; 2 a URL or option is unusable; \
         3 a local file could not be written; 4 network failure after all retries; 5 checksum mismatch; \
         6 the server's answers were inconsistent; 8 the server answered with an HTTP error; \
-        64 bad command line; 130 interrupted (paused, rerun to continue).
+        64 bad command line; 130 interrupted (paused, rerun to continue; 143 for SIGTERM).
         """
 
     static func code(for error: DownloadError) -> Int32 {
