@@ -121,7 +121,7 @@ extension DownloadRunner {
                 }
                 let after = context.board.wrote(segment.id, at: offset, count: room, now: .now)
                 offset += Int64(after.accepted)
-                try await throttle(after.accepted)
+                if isThrottled { try await throttle(after.accepted) }
                 if let ranges = after.checkpoint { try await context.checkpointer.request(ranges) }
                 if let report = after.report {
                     events.progress(DownloadProgress(destination: context.destination, bytesDone: report.bytes,

@@ -34,16 +34,13 @@ extension DownloadRunner {
         do {
             if let missing = segmentation(of: transfer, trusted: record.ranges) {
                 // Bytes arrive out of order: the checksum is computed over the file at the end.
-                if try await segmentedTransfer(&transfer, missing: missing, trusted: record.ranges) {
-                    transfer.machine = TransferStateMachine(total: transfer.machine.total, validators: transfer.machine.validators,
-                                                            acceptsRanges: true, offset: transfer.machine.total ?? 0)
-                    return try await finish(&transfer, at: path)
-                }
-                logger.debug("falling back to one connection")
-                transfer.machine = TransferStateMachine(total: transfer.machine.total, validators: transfer.machine.validators,
-                                                        acceptsRanges: transfer.machine.acceptsRanges,
-                                                        offset: transfer.written.contiguousPrefix)
+                let complete = try await segmentedTransfer(&transfer, missing: missing, trusted: record.ranges)
+                // One stream takes over from the bytes the connections left (all of them, or up
+                // to the first hole when the server stopped honouring ranges).
+                transfer.machine.takeOver(from: transfer.written.contiguousPrefix)
                 transfer.segmentsWritten = nil
+                if complete { return try await finish(&transfer, at: path) }
+                logger.debug("falling back to one connection")
             }
             transfer.digest = try request.checksum.map { checksum throws(DownloadError) in
                 try Self.digest(of: part, upTo: transfer.machine.offset, algorithm: checksum.algorithm)
@@ -170,7 +167,7 @@ extension DownloadRunner {
                 transfer.digest?.update(buffer)
                 transfer.machine.wrote(count)
                 transfer.fetched += Int64(count)
-                try await throttle(count)
+                if isThrottled { try await throttle(count) }
                 let now = ContinuousClock.now
                 if transfer.machine.offset - lastCheckpoint.offset >= Checkpointer.byteInterval
                     || now - lastCheckpoint.instant >= Checkpointer.interval {

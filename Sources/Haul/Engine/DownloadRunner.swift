@@ -66,13 +66,12 @@ struct DownloadRunner: Sendable {
     }
 
     /// Runs `operation` until it succeeds, fails for good, or the retry budget is spent.
-    func retrying<T>(_ retry: inout RetryPolicy, madeProgress: () -> Bool = { false },
-                     _ operation: () async throws(DownloadError) -> T) async throws(DownloadError) -> T {
+    func retrying<T>(_ retry: inout RetryPolicy, _ operation: () async throws(DownloadError) -> T) async throws(DownloadError) -> T {
         while true {
             do {
                 return try await operation()
             } catch {
-                try await wait(&retry, after: error, madeProgress: madeProgress())
+                try await wait(&retry, after: error, madeProgress: false)
             }
         }
     }
@@ -81,6 +80,9 @@ struct DownloadRunner: Sendable {
     func throttle(_ bytes: Int) async throws(DownloadError) {
         for limiter in limiters { try await limiter.acquire(bytes) }
     }
+
+    /// Whether the byte loops need to call ``throttle(_:)`` at all; without a limit they skip it.
+    var isThrottled: Bool { !limiters.isEmpty }
 
     /// Sleeps before the next try, or rethrows when there is none.
     func wait(_ retry: inout RetryPolicy, after error: DownloadError, madeProgress: Bool) async throws(DownloadError) {

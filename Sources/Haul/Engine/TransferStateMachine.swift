@@ -153,6 +153,13 @@ struct TransferStateMachine: Sendable {
         return offset + Int64(count) <= limit
     }
 
+    /// Continues from `offset` bytes written outside this machine (by a segmented transfer).
+    mutating func takeOver(from offset: Int64) {
+        self.offset = max(0, offset)
+        asked = nil
+        bodyEnd = nil
+    }
+
     /// Records `count` bytes written at the current offset.
     mutating func wrote(_ count: Int) {
         offset += Int64(count)

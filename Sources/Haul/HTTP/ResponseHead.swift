@@ -59,15 +59,6 @@ struct ResponseHead: Sendable {
         contentDisposition = headers.first(name: "content-disposition")
     }
 
-    /// The full length of the representation this answer describes, if it says.
-    var representationLength: Int64? {
-        switch status {
-        case 206: contentRange?.total
-        case 200...299: contentLength
-        default: nil
-        }
-    }
-
     var error: DownloadError {
         .httpStatus(status, reason: reason, retryAfter: retryAfter)
     }

@@ -56,14 +56,6 @@ final class Store: Sendable {
         }
     }
 
-    func record(id: String) async throws -> DownloadRecord? {
-        try await pool.read { db in try DownloadRecord.fetchOne(db, key: id) }
-    }
-
-    func all() async throws -> [DownloadRecord] {
-        try await pool.read { db in try DownloadRecord.order(Column("createdAt")).fetchAll(db) }
-    }
-
     /// Inserts or replaces the row, stamping `updatedAt`.
     func save(_ record: DownloadRecord) async throws {
         var stamped = record
