@@ -22,6 +22,8 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         public static let invalidRequest = Kind(name: "invalid-request")
         /// The download was cancelled or paused before it finished.
         public static let cancelled = Kind(name: "cancelled")
+        /// A download this one depends on failed or was removed, so it never started.
+        public static let dependency = Kind(name: "dependency")
         public var description: String { name }
     }
 
@@ -108,6 +110,11 @@ extension DownloadError {
     }
 
     static let cancelled = DownloadError(kind: .cancelled, message: "cancelled")
+
+    /// An error as the store kept it (its kind's name and message).
+    static func stored(kind: String, message: String) -> DownloadError {
+        DownloadError(kind: Kind(name: kind), message: message)
+    }
 }
 
 extension Duration {

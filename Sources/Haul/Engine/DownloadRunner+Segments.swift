@@ -37,13 +37,17 @@ extension DownloadRunner {
     /// Fetches `missing` over up to `request.connections` connections. Returns true when every
     /// byte is written, false when the server stopped honouring ranges (a single stream takes over).
     func segmentedTransfer(_ transfer: inout Transfer, missing: [Range<Int64>], trusted: ByteRanges) async throws(DownloadError) -> Bool {
-        let planner = SegmentPlanner(missing: missing, connections: request.connections, minimumSplit: request.minimumSplitSize)
+        // Under a manager, connections beyond the first need free slots on the host.
+        let extra = lease?.acquire(upTo: request.connections - 1) ?? request.connections - 1
+        defer { lease?.release(extra) }
+        let connections = 1 + extra
+        let planner = SegmentPlanner(missing: missing, connections: connections, minimumSplit: request.minimumSplitSize)
         let context = SegmentContext(
             total: transfer.machine.total ?? 0, validators: transfer.machine.validators, destination: transfer.record.destination,
             part: transfer.part, checkpointer: transfer.checkpointer, board: SegmentBoard(planner: planner, written: trusted))
-        logger.debug("segmented", metadata: ["connections": "\(request.connections)", "holes": "\(missing.count)"])
+        logger.debug("segmented", metadata: ["connections": "\(connections)", "holes": "\(missing.count)"])
         let failure: DownloadError? = await withTaskGroup(of: DownloadError?.self) { group in
-            for _ in 0..<request.connections {
+            for _ in 0..<connections {
                 group.addTask { await self.connection(context) }
             }
             var first: DownloadError?

@@ -12,6 +12,8 @@ struct DownloadRunner: Sendable {
     let random: @Sendable () -> Double
     /// Rate limits this download's bytes flow through (global, then its own).
     let limiters: [RateLimiter]
+    /// The host's connection slots, when a ``DownloadManager`` runs this download.
+    let lease: HostLease?
     let logger: Logger
     let events: RunEvents
 

@@ -202,7 +202,12 @@ public final class DownloadTask: Sendable {
     /// - Returns: the final path and size.
     /// - Throws: ``DownloadError`` saying why it failed.
     public func result() async throws(DownloadError) -> DownloadResult {
-        let result = await withCheckedContinuation { continuation in
+        try await outcome().get()
+    }
+
+    /// ``result()`` as a value.
+    func outcome() async -> Result<DownloadResult, DownloadError> {
+        await withCheckedContinuation { continuation in
             let done: Result<DownloadResult, DownloadError>? = state.withLock { state in
                 if case .finished(let result) = state.phase { return result }
                 state.waiters.append(continuation)
@@ -210,7 +215,6 @@ public final class DownloadTask: Sendable {
             }
             if let done { continuation.resume(returning: done) }
         }
-        return try result.get()
     }
 
     /// Whether the task is paused (stopped, partial kept, resumable).

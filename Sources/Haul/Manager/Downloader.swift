@@ -81,6 +81,11 @@ public final class Downloader: Sendable {
 
     /// Starts downloading. The task runs until it completes, fails, or is paused or cancelled.
     public func download(_ request: DownloadRequest) -> DownloadTask {
+        download(request, lease: nil)
+    }
+
+    /// Starts downloading, taking extra connections from `lease` (a manager's per-host limit).
+    func download(_ request: DownloadRequest, lease: HostLease?) -> DownloadTask {
         let task = DownloadTask(store: store) { [self] events in
             var logger = configuration.logger
             logger[metadataKey: "url"] = "\(request.url)"
@@ -88,7 +93,7 @@ public final class Downloader: Sendable {
             return DownloadRunner(request: request, store: store, transport: HTTPTransport(client: client),
                                   stallTimeout: configuration.stallTimeout, clock: configuration.clock,
                                   random: configuration.random, limiters: limiters.compactMap { $0 },
-                                  logger: logger, events: events)
+                                  lease: lease, logger: logger, events: events)
         }
         task.start()
         return task

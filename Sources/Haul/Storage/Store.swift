@@ -47,6 +47,27 @@ final class Store: Sendable {
                 t.column("updatedAt", .datetime).notNull()
             }
         }
+        // Additive: a store from before the manager keeps its downloads.
+        migrator.registerMigration("v2") { db in
+            try db.create(table: "job") { t in
+                t.primaryKey("id", .text)
+                t.column("url", .text).notNull()
+                t.column("destinationKind", .text).notNull()
+                t.column("destinationPath", .text).notNull()
+                t.column("resolvedPath", .text)
+                t.column("options", .text).notNull()
+                t.column("priority", .integer).notNull().defaults(to: 0)
+                t.column("position", .integer).notNull()
+                t.column("dependencies", .text).notNull().defaults(to: "")
+                t.column("status", .text).notNull()
+                t.column("resultBytes", .integer)
+                t.column("errorKind", .text)
+                t.column("lastError", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+            try db.create(index: "job_destination", on: "job", columns: ["destinationPath", "url"])
+        }
         return migrator
     }
 
@@ -75,5 +96,39 @@ final class Store: Sendable {
 
     func delete(id: String) async throws {
         _ = try await pool.write { db in try DownloadRecord.deleteOne(db, key: id) }
+    }
+
+    func delete(destination: String) async throws {
+        _ = try await pool.write { db in
+            try DownloadRecord.filter(Column("destination") == destination).deleteAll(db)
+        }
+    }
+
+    // MARK: Jobs (the manager's queue)
+    //
+    // These block the calling thread for one short transaction: the manager's state
+    // changes must reach the store in the order they happen.
+
+    func jobs() throws -> [JobRecord] {
+        try pool.read { db in try JobRecord.order(Column("position")).fetchAll(db) }
+    }
+
+    func jobs(destinationPath path: String) throws -> [JobRecord] {
+        try pool.read { db in try JobRecord.filter(Column("destinationPath") == path).fetchAll(db) }
+    }
+
+    /// Saves the jobs (inserting or replacing), stamping `updatedAt`, in one transaction.
+    func save(jobs: [JobRecord]) throws {
+        let now = Date()
+        try pool.write { db in
+            for var job in jobs {
+                job.updatedAt = now
+                try job.save(db)
+            }
+        }
+    }
+
+    func deleteJob(id: String) throws {
+        _ = try pool.write { db in try JobRecord.deleteOne(db, key: id) }
     }
 }

@@ -1,0 +1,78 @@
+import Foundation
+
+extension DownloadManager {
+    /// Something that happened to a managed download, delivered by ``DownloadManager/events()``.
+    ///
+    /// Each attempt (from ``started(_:)``) ends with exactly one of ``paused(_:)``,
+    /// ``completed(_:_:)``, ``failed(_:_:)`` or ``removed(_:)``. A download that never started
+    /// can also be paused, failed (its dependency failed) or removed.
+    public enum Event: Sendable {
+        case added(ID)
+        case started(ID)
+        case progress(ID, DownloadProgress)
+        case paused(ID)
+        case completed(ID, DownloadResult)
+        case failed(ID, DownloadError)
+        case removed(ID)
+
+        /// The download the event is about.
+        public var id: ID {
+            switch self {
+            case .added(let id), .started(let id), .progress(let id, _), .paused(let id),
+                 .completed(let id, _), .failed(let id, _), .removed(let id):
+                id
+            }
+        }
+
+        /// Whether the event ends an attempt (or a download that never started).
+        public var isTerminal: Bool {
+            switch self {
+            case .paused, .completed, .failed, .removed: true
+            case .added, .started, .progress: false
+            }
+        }
+    }
+
+    /// A managed download as it stands.
+    public struct Download: Sendable {
+        public var id: ID
+        public var url: String
+        /// The final path once known, else the path or folder asked for.
+        public var destination: String
+        public var status: DownloadStatus
+        public var priority: Int
+        /// Downloads that must complete before this one starts.
+        public var dependencies: [ID]
+        /// The latest snapshot of the current or last attempt.
+        public var progress: DownloadProgress?
+        /// Set when ``status`` is ``DownloadStatus/completed``. A download completed by an
+        /// earlier process reports `bytesFetched == 0` and `wasAlreadyComplete`.
+        public var result: DownloadResult?
+        /// Set when ``status`` is ``DownloadStatus/failed``.
+        public var error: DownloadError?
+        /// When the current or last attempt started and ended, in this process.
+        public var startedAt: ContinuousClock.Instant?
+        public var endedAt: ContinuousClock.Instant?
+    }
+
+    /// Every download added up.
+    public struct Totals: Sendable, Hashable {
+        /// Bytes on disk across all downloads this manager knows.
+        public var bytesDone: Int64 = 0
+        /// The sum of the known lengths; downloads of unknown length add nothing.
+        public var totalBytes: Int64 = 0
+        /// The summed rate of the running downloads.
+        public var bytesPerSecond: Double = 0
+        public var queued = 0
+        public var running = 0
+        public var paused = 0
+        public var completed = 0
+        public var failed = 0
+
+        /// Time left at the current rate, when bytes are flowing.
+        public var eta: Duration? {
+            guard bytesPerSecond > 1 else { return nil }
+            return .milliseconds(Int64(Double(max(0, totalBytes - bytesDone)) / bytesPerSecond * 1000))
+        }
+    }
+}

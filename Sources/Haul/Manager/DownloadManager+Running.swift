@@ -1,0 +1,189 @@
+import Foundation
+
+extension DownloadManager {
+    // MARK: Running
+
+    /// Starts what the queue rules allow and fails what can never start.
+    func schedule() {
+        guard !isShutDown else { return }
+        let items = jobs.values.map { job in
+            QueuePolicy.Item(id: job.record.id, host: HostConnections.host(of: job.record.url), priority: job.record.priority,
+                             position: job.record.position, dependencies: job.record.dependencyIDs,
+                             status: job.stopping == nil ? job.record.status : .running,
+                             restoredRunning: job.restoredRunning, failure: job.error?.message)
+        }
+        for decision in policy.decide(items, connectionsInUse: hosts.snapshot()) {
+            switch decision {
+            case .start(let id):
+                start(id)
+            case .fail(let id, let dependency, let reason):
+                let error = DownloadError.dependencyFailed(dependency, reason: reason)
+                try? update(id) { job in
+                    job.record.status = .failed
+                    job.error = error
+                }
+                emit(.failed(id, error))
+            }
+        }
+        if isIdle { wakeIdleWaiters() }
+    }
+
+    func start(_ id: ID) {
+        guard var job = jobs[id] else { return }
+        let host = HostConnections.host(of: job.record.url)
+        _ = hosts.acquire(upTo: 1, host: host)
+        var request = job.record.request
+        // Once the server named the file, a restart goes to the same file (not `name.1.ext`
+        // because a different file took the name meanwhile).
+        if let resolved = job.record.resolvedPath { request.destination = .file(resolved) }
+        let task = downloader.download(request, lease: HostLease(connections: hosts, host: host))
+        job.attempt += 1
+        job.task = task
+        job.restoredRunning = false
+        job.error = nil
+        job.result = nil
+        job.startedAt = .now
+        job.endedAt = nil
+        job.record.status = .running
+        let attempt = job.attempt
+        job.monitor = Task { [weak self] in
+            for await progress in task.progress {
+                await self?.progressed(id, attempt: attempt, progress)
+            }
+            guard !Task.isCancelled else { return }
+            let outcome = await task.outcome()
+            await self?.ended(id, attempt: attempt, outcome)
+        }
+        jobs[id] = job
+        try? persist([job.record])
+        emit(.started(id))
+    }
+
+    func progressed(_ id: ID, attempt: Int, _ progress: DownloadProgress) {
+        guard let job = jobs[id], job.attempt == attempt, job.task != nil else { return }
+        jobs[id]?.progress = progress
+        if let destination = progress.destination, destination != job.record.resolvedPath {
+            try? update(id) { $0.record.resolvedPath = destination }
+        }
+        emit(.progress(id, progress))
+    }
+
+    /// The attempt ended by itself (no stop claimed it).
+    func ended(_ id: ID, attempt: Int, _ outcome: Result<DownloadResult, DownloadError>) {
+        guard let job = jobs[id], job.attempt == attempt, job.task != nil else { return }
+        jobs[id]?.task = nil
+        jobs[id]?.monitor = nil
+        hosts.release(1, host: HostConnections.host(of: job.record.url))
+        record(outcome, for: id)
+        schedule()
+    }
+
+    /// Saves and announces how an attempt ended.
+    func record(_ outcome: Result<DownloadResult, DownloadError>, for id: ID) {
+        switch outcome {
+        case .success(let result):
+            try? update(id) { job in
+                job.record.status = .completed
+                job.record.resolvedPath = result.path
+                job.record.resultBytes = result.bytes
+                job.record.errorKind = nil
+                job.record.lastError = nil
+                job.result = result
+                job.endedAt = .now
+            }
+            emit(.completed(id, result))
+        case .failure(let error):
+            try? update(id) { job in
+                job.record.status = .failed
+                job.record.errorKind = error.kind.description
+                job.record.lastError = error.message
+                job.error = error
+                job.endedAt = .now
+            }
+            emit(.failed(id, error))
+        }
+    }
+
+    /// Stops a running attempt and then does what the strongest stop asked for meanwhile.
+    func stop(_ id: ID, _ reason: Stop) async {
+        guard let job = jobs[id] else { return }
+        if let pending = job.stopping {
+            jobs[id]?.stopping = max(pending, reason)
+            return
+        }
+        guard let task = job.task else { return }
+        // Claiming the task first keeps the monitor from reporting the end of this attempt.
+        jobs[id]?.task = nil
+        jobs[id]?.monitor?.cancel()
+        jobs[id]?.monitor = nil
+        jobs[id]?.stopping = reason
+        await task.pauseAndWait()
+        let finished: Result<DownloadResult, DownloadError>? = task.isPaused ? nil : await task.outcome()
+        // State may have changed while waiting: re-read it.
+        let final = jobs[id]?.stopping ?? reason
+        let resumeAfter = jobs[id]?.resumeAfterStop ?? false
+        jobs[id]?.stopping = nil
+        jobs[id]?.resumeAfterStop = false
+        hosts.release(1, host: HostConnections.host(of: job.record.url))
+        guard jobs[id] != nil else { return }
+
+        if let finished, case .success = finished {
+            record(finished, for: id)
+            if final == .remove { forget(id) }
+        } else if let finished, case .failure(let error) = finished, error.kind != .cancelled {
+            record(finished, for: id)
+            if final == .remove {
+                await discardPartial(of: jobs[id]?.record ?? job.record)
+                forget(id)
+            }
+        } else {
+            switch final {
+            case .shutdown:
+                // The row keeps saying "running": a restore continues it.
+                jobs[id]?.record.status = .paused
+                jobs[id]?.endedAt = .now
+                emit(.paused(id))
+            case .pause:
+                try? update(id) { job in
+                    job.record.status = resumeAfter ? .queued : .paused
+                    job.endedAt = .now
+                }
+                emit(.paused(id))
+            case .cancel, .remove:
+                task.cancel()
+                _ = await task.outcome()
+                if final == .remove {
+                    forget(id)
+                } else {
+                    try? update(id) { job in
+                        job.record.status = .failed
+                        job.record.errorKind = DownloadError.cancelled.kind.description
+                        job.record.lastError = DownloadError.cancelled.message
+                        job.error = .cancelled
+                        job.endedAt = .now
+                    }
+                    emit(.failed(id, .cancelled))
+                }
+            }
+        }
+        schedule()
+    }
+
+    func forget(_ id: ID) {
+        guard jobs.removeValue(forKey: id) != nil else { return }
+        try? store.deleteJob(id: id)
+        emit(.removed(id))
+    }
+
+    /// Deletes a stopped download's partial file and record, unless another process is
+    /// writing it right now.
+    func discardPartial(of record: JobRecord) async {
+        guard let path = record.resolvedPath ?? (record.destinationKind == "file" ? record.destinationPath : nil) else { return }
+        let partPath = path + ".part"
+        if FileManager.default.fileExists(atPath: partPath) {
+            guard let part = try? PartFile(path: partPath), (try? part.tryLock()) == .some(nil) else { return }
+            try? FileManager.default.removeItem(atPath: partPath)
+        }
+        try? await store.delete(destination: path)
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Synchronization
+
+/// Counts open connections per host so that a long list does not hammer one server.
+///
+/// A download holds one slot for as long as it runs (the manager starts it only when one is
+/// free); a segmented transfer takes extra slots for its other connections only while some
+/// are free, and gives them back when its connections end. Nobody waits for a slot while
+/// holding one, so there is no deadlock.
+final class HostConnections: Sendable {
+    let limit: Int
+    private let inUse = Mutex<[String: Int]>([:])
+
+    init(limit: Int) {
+        self.limit = max(1, limit)
+    }
+
+    /// Takes up to `wanted` slots for `host` and returns how many it got (0 when none is free).
+    func acquire(upTo wanted: Int, host: String) -> Int {
+        inUse.withLock { inUse in
+            let granted = max(0, min(wanted, limit - inUse[host, default: 0]))
+            if granted > 0 { inUse[host, default: 0] += granted }
+            return granted
+        }
+    }
+
+    func release(_ count: Int, host: String) {
+        guard count > 0 else { return }
+        inUse.withLock { inUse in
+            let left = inUse[host, default: 0] - count
+            inUse[host] = left > 0 ? left : nil
+        }
+    }
+
+    /// Connections in use per host right now.
+    func snapshot() -> [String: Int] {
+        inUse.withLock { $0 }
+    }
+
+    /// The host a URL's connections count against (lowercased; empty for a malformed URL,
+    /// which then fails on its own).
+    static func host(of url: String) -> String {
+        URLComponents(string: url)?.host?.lowercased() ?? ""
+    }
+}
+
+/// A download's claim on its host's slots: the runner asks it for extra connections.
+struct HostLease: Sendable {
+    let connections: HostConnections
+    let host: String
+
+    func acquire(upTo wanted: Int) -> Int { connections.acquire(upTo: wanted, host: host) }
+    func release(_ count: Int) { connections.release(count, host: host) }
+}

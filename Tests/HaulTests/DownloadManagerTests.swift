@@ -1,0 +1,242 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// The manager end to end, against the fault server.
+@Suite struct DownloadManagerTests {
+    static let size = 256 << 10
+
+    /// Serves `count` files `/f0.bin`… at `bytesPerSecond` each.
+    func serveFiles(_ server: FaultServer, count: Int, bytesPerSecond: Int? = nil) -> [[UInt8]] {
+        (0..<count).map { index in
+            var route = Route(content: testBytes(Self.size, seed: UInt64(100 + index)))
+            route.bytesPerSecond = bytesPerSecond
+            server.serve("/f\(index).bin", route)
+            return route.content
+        }
+    }
+
+    @Test func manyDownloadsRunNoMoreThanTheLimitAtOnce() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let contents = serveFiles(server, count: 12, bytesPerSecond: 1 << 20)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader, maxConcurrent: 3)
+        let log = await EventLog.recording(manager)
+        var ids: [String] = []
+        for index in contents.indices {
+            ids.append(try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin")))
+        }
+        await manager.waitUntilIdle()
+        for (index, content) in contents.enumerated() {
+            #expect(digest(harness.directory.contents("f\(index).bin")) == digest(content))
+        }
+        #expect(log.peakRunning == 3)
+        #expect(log.everyAttemptEndsOnce)
+        let started = log.lifecycle().filter { $0.hasPrefix("started") }
+        #expect(started == ids.map { "started \($0)" }, "equal priorities start in the order added")
+        let totals = await manager.totals()
+        #expect(totals.completed == 12 && totals.bytesDone == Int64(12 * Self.size) && totals.totalBytes == totals.bytesDone)
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    @Test func addingTheSameDownloadTwiceReturnsTheFirst() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        _ = serveFiles(server, count: 2, bytesPerSecond: 256 << 10)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader)
+        let first = try await manager.add(harness.request(server.url("/f0.bin"), file: "x.bin"))
+        let again = try await manager.add(harness.request(server.url("/f0.bin"), file: "x.bin"))
+        #expect(again == first)
+        // The same file from another URL is refused, unless replacing.
+        await #expect(throws: DownloadError.self) {
+            try await manager.add(harness.request(server.url("/f1.bin"), file: "x.bin"))
+        }
+        let replacement = try await manager.add(harness.request(server.url("/f1.bin"), file: "x.bin"), replacing: true)
+        #expect(replacement != first)
+        #expect(await manager.download(first) == nil)
+        await manager.waitUntilIdle()
+        #expect(await manager.download(replacement)?.status == .completed)
+        #expect(digest(harness.directory.contents("x.bin")) == digest(testBytes(Self.size, seed: 101)))
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    @Test func aDependantStartsAfterItsDependencyAndFailsWithIt() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        _ = serveFiles(server, count: 2)
+        var missing = Route(content: [])
+        missing.status = 404
+        server.serve("/missing", missing)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader)
+        let log = await EventLog.recording(manager)
+        let a = try await manager.add(harness.request(server.url("/f0.bin"), file: "a.bin"))
+        let b = try await manager.add(harness.request(server.url("/f1.bin"), file: "b.bin"), after: [a])
+        let broken = try await manager.add(harness.request(server.url("/missing"), file: "m.bin"))
+        let orphan = try await manager.add(harness.request(server.url("/f1.bin"), file: "c.bin"), after: [broken])
+        await manager.waitUntilIdle()
+        let order = log.lifecycle()
+        let completedA = try #require(order.firstIndex(of: "completed \(a)"))
+        let startedB = try #require(order.firstIndex(of: "started \(b)"))
+        #expect(completedA < startedB)
+        let failed = try #require(await manager.download(orphan))
+        #expect(failed.status == .failed)
+        #expect(failed.error?.kind == .dependency)
+        #expect(failed.error?.message.contains(broken) == true)
+        #expect(!log.lifecycle(of: orphan).contains("started \(orphan)"))
+        await #expect(throws: DownloadError.self) {
+            try await manager.add(harness.request(server.url("/f1.bin"), file: "d.bin"), after: ["nosuchid"])
+        }
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    @Test func pauseKeepsThePartialAndResumeFinishesIt() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(2 << 20, seed: 5))
+        route.bytesPerSecond = 2 << 20
+        server.serve("/big.bin", route)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader)
+        let log = await EventLog.recording(manager)
+        let id = try await manager.add(harness.request(server.url("/big.bin"), file: "big.bin"))
+        #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 300_000 })
+        await manager.pause(id)
+        #expect(await manager.download(id)?.status == .paused)
+        #expect(harness.directory.exists("big.bin.part"))
+        await manager.waitUntilIdle()
+        await manager.resume(id)
+        #expect(try await log.waitFor("completed \(id)"))
+        #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)", "completed \(id)"])
+        #expect(digest(harness.directory.contents("big.bin")) == digest(route.content))
+        #expect(server.stats("/big.bin").bodyBytesSent <= route.content.count + ResumeTests.inFlightAllowance)
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    @Test func cancelDeletesThePartialAndRemoveForgetsTheDownload() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(2 << 20, seed: 6))
+        route.bytesPerSecond = 1 << 20
+        server.serve("/big.bin", route)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader)
+        let log = await EventLog.recording(manager)
+        let cancelled = try await manager.add(harness.request(server.url("/big.bin"), file: "c.bin"))
+        let removed = try await manager.add(harness.request(server.url("/big.bin"), file: "r.bin"))
+        #expect(try await waitUntil { fileSize(harness.directory.file("c.bin.part")) > 100_000
+            && fileSize(harness.directory.file("r.bin.part")) > 100_000 })
+        await manager.cancel(cancelled)
+        await manager.remove(removed)
+        #expect(await manager.download(cancelled)?.error?.kind == .cancelled)
+        #expect(await manager.download(removed) == nil)
+        #expect(!harness.directory.exists("c.bin.part") && !harness.directory.exists("r.bin.part"))
+        #expect(log.lifecycle(of: removed).last == "removed \(removed)")
+        #expect(log.lifecycle(of: cancelled).last == "failed \(cancelled)")
+        #expect(log.everyAttemptEndsOnce)
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    @Test func aMovedDownloadStartsFirst() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        _ = serveFiles(server, count: 4, bytesPerSecond: 1 << 20)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader, maxConcurrent: 1)
+        let log = await EventLog.recording(manager)
+        var ids: [String] = []
+        for index in 0..<4 {
+            ids.append(try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin")))
+        }
+        // ids[0] is running; of the waiting ids[1...3], move the last to the front.
+        #expect(await manager.move(ids[3], to: 0) == 0)
+        await manager.waitUntilIdle()
+        let started = log.lifecycle().filter { $0.hasPrefix("started") }
+        #expect(started == [ids[0], ids[3], ids[1], ids[2]].map { "started \($0)" })
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    @Test func theHostLimitCapsDownloadsToOneServer() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let contents = serveFiles(server, count: 6, bytesPerSecond: 1 << 20)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader, maxConcurrent: 5, perHost: 2)
+        let log = await EventLog.recording(manager)
+        for index in contents.indices {
+            try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin"))
+        }
+        await manager.waitUntilIdle()
+        #expect(log.peakRunning == 2)
+        #expect(await manager.totals().completed == 6)
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
+    /// A new manager on the same store picks up where the last one stopped, as after a crash:
+    /// `shutdown()` leaves the rows exactly as a kill would, with the last bytes flushed.
+    @Test func aNewManagerRestoresTheQueue() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var big = Route(content: testBytes(2 << 20, seed: 7))
+        big.bytesPerSecond = 2 << 20
+        server.serve("/big.bin", big)
+        let small = serveFiles(server, count: 3)
+
+        let first = try harness.downloader()
+        let before = harness.manager(first, maxConcurrent: 1)
+        let done = try await before.add(harness.request(server.url("/f0.bin"), file: "done.bin"))
+        await before.waitUntilIdle()
+        let running = try await before.add(harness.request(server.url("/big.bin"), file: "big.bin"))
+        let queued = try await before.add(harness.request(server.url("/f1.bin"), file: "queued.bin"))
+        let paused = try await before.add(harness.request(server.url("/f2.bin"), file: "paused.bin"))
+        await before.pause(paused)
+        #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 500_000 })
+        await before.shutdown()
+        try await first.shutdown()
+        #expect(!harness.directory.exists("queued.bin"))
+        let sentBefore = server.stats("/big.bin").bodyBytesSent
+
+        let second = try harness.downloader()
+        let after = harness.manager(second, maxConcurrent: 1)
+        let log = await EventLog.recording(after)
+        try await after.restore()
+        await after.waitUntilIdle()
+        #expect(log.lifecycle().filter { $0.hasPrefix("started") } == ["started \(running)", "started \(queued)"])
+        #expect(await after.download(done)?.status == .completed)
+        #expect(await after.download(paused)?.status == .paused)
+        #expect(await after.download(running)?.status == .completed)
+        #expect(digest(harness.directory.contents("big.bin")) == digest(big.content))
+        #expect(digest(harness.directory.contents("queued.bin")) == digest(small[1]))
+        #expect(!harness.directory.exists("paused.bin"))
+        let refetched = server.stats("/big.bin").bodyBytesSent - sentBefore
+        #expect(refetched < big.content.count - 500_000 + ResumeTests.inFlightAllowance, "continued, not restarted")
+        await after.shutdown()
+        try await second.shutdown()
+        try await server.shutdown()
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+@testable import Haul
+
+/// Every event a manager sends, recorded in order from the moment of subscribing.
+final class EventLog: Sendable {
+    private let recorded = Mutex<[DownloadManager.Event]>([])
+
+    static func recording(_ manager: DownloadManager) async -> EventLog {
+        let log = EventLog()
+        let stream = await manager.events()
+        Task { for await event in stream { log.recorded.withLock { $0.append(event) } } }
+        return log
+    }
+
+    var events: [DownloadManager.Event] { recorded.withLock { $0 } }
+
+    /// Events other than progress, as "kind id" strings: easy to compare.
+    func lifecycle(of id: String? = nil) -> [String] {
+        events.compactMap { event -> String? in
+            guard id == nil || event.id == id else { return nil }
+            switch event {
+            case .added(let id): return "added \(id)"
+            case .started(let id): return "started \(id)"
+            case .progress: return nil
+            case .paused(let id): return "paused \(id)"
+            case .completed(let id, _): return "completed \(id)"
+            case .failed(let id, _): return "failed \(id)"
+            case .removed(let id): return "removed \(id)"
+            }
+        }
+    }
+
+    /// The most downloads that were between "started" and their terminal event at once.
+    var peakRunning: Int {
+        var running = Set<String>()
+        var peak = 0
+        for event in events {
+            if case .started(let id) = event { running.insert(id) }
+            if event.isTerminal { running.remove(event.id) }
+            peak = max(peak, running.count)
+        }
+        return peak
+    }
+
+    /// Whether each "started" is followed by exactly one terminal event before the next start.
+    var everyAttemptEndsOnce: Bool {
+        var open: [String: Bool] = [:]
+        for event in events {
+            switch event {
+            case .started(let id):
+                if open[id] == true { return false }
+                open[id] = true
+            case .paused(let id), .completed(let id, _), .failed(let id, _), .removed(let id):
+                if open[id] == true { open[id] = false }
+            default:
+                break
+            }
+        }
+        return !open.values.contains(true)
+    }
+
+    func waitFor(_ line: String, timeout: Duration = .seconds(20)) async throws -> Bool {
+        try await waitUntil(timeout: timeout) { lifecycle().contains(line) }
+    }
+}
+
+extension Harness {
+    func manager(_ downloader: Downloader, maxConcurrent: Int = 5, perHost: Int = 16) -> DownloadManager {
+        DownloadManager(downloader: downloader,
+                        configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
+    }
+}
