@@ -33,13 +33,14 @@ import Testing
         for (index, content) in contents.enumerated() {
             #expect(digest(harness.directory.contents("f\(index).bin")) == digest(content))
         }
+        let totals = await manager.totals()
+        #expect(totals.completed == 12 && totals.bytesDone == Int64(12 * Self.size) && totals.totalBytes == totals.bytesDone)
+        await manager.shutdown()
+        await log.ended()
         #expect(log.peakRunning == 3)
         #expect(log.everyAttemptEndsOnce)
         let started = log.lifecycle().filter { $0.hasPrefix("started") }
         #expect(started == ids.map { "started \($0)" }, "equal priorities start in the order added")
-        let totals = await manager.totals()
-        #expect(totals.completed == 12 && totals.bytesDone == Int64(12 * Self.size) && totals.totalBytes == totals.bytesDone)
-        await manager.shutdown()
         try await downloader.shutdown()
         try await server.shutdown()
     }
@@ -84,7 +85,12 @@ import Testing
         let b = try await manager.add(harness.request(server.url("/f1.bin"), file: "b.bin"), after: [a])
         let broken = try await manager.add(harness.request(server.url("/missing"), file: "m.bin"))
         let orphan = try await manager.add(harness.request(server.url("/f1.bin"), file: "c.bin"), after: [broken])
+        await #expect(throws: DownloadError.self) {
+            try await manager.add(harness.request(server.url("/f1.bin"), file: "d.bin"), after: ["nosuchid"])
+        }
         await manager.waitUntilIdle()
+        await manager.shutdown()
+        await log.ended()
         let order = log.lifecycle()
         let completedA = try #require(order.firstIndex(of: "completed \(a)"))
         let startedB = try #require(order.firstIndex(of: "started \(b)"))
@@ -94,10 +100,6 @@ import Testing
         #expect(failed.error?.kind == .dependency)
         #expect(failed.error?.message.contains(broken) == true)
         #expect(!log.lifecycle(of: orphan).contains("started \(orphan)"))
-        await #expect(throws: DownloadError.self) {
-            try await manager.add(harness.request(server.url("/f1.bin"), file: "d.bin"), after: ["nosuchid"])
-        }
-        await manager.shutdown()
         try await downloader.shutdown()
         try await server.shutdown()
     }
@@ -120,10 +122,11 @@ import Testing
         await manager.waitUntilIdle()
         await manager.resume(id)
         #expect(try await log.waitFor("completed \(id)"))
-        #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)", "completed \(id)"])
         #expect(digest(harness.directory.contents("big.bin")) == digest(route.content))
         #expect(server.stats("/big.bin").bodyBytesSent <= route.content.count + ResumeTests.inFlightAllowance)
         await manager.shutdown()
+        await log.ended()
+        #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)", "completed \(id)"])
         try await downloader.shutdown()
         try await server.shutdown()
     }
@@ -147,10 +150,11 @@ import Testing
         #expect(await manager.download(cancelled)?.error?.kind == .cancelled)
         #expect(await manager.download(removed) == nil)
         #expect(!harness.directory.exists("c.bin.part") && !harness.directory.exists("r.bin.part"))
+        await manager.shutdown()
+        await log.ended()
         #expect(log.lifecycle(of: removed).last == "removed \(removed)")
         #expect(log.lifecycle(of: cancelled).last == "failed \(cancelled)")
         #expect(log.everyAttemptEndsOnce)
-        await manager.shutdown()
         try await downloader.shutdown()
         try await server.shutdown()
     }
@@ -170,9 +174,10 @@ import Testing
         // ids[0] is running; of the waiting ids[1...3], move the last to the front.
         #expect(await manager.move(ids[3], to: 0) == 0)
         await manager.waitUntilIdle()
+        await manager.shutdown()
+        await log.ended()
         let started = log.lifecycle().filter { $0.hasPrefix("started") }
         #expect(started == [ids[0], ids[3], ids[1], ids[2]].map { "started \($0)" })
-        await manager.shutdown()
         try await downloader.shutdown()
         try await server.shutdown()
     }
@@ -189,9 +194,10 @@ import Testing
             try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin"))
         }
         await manager.waitUntilIdle()
-        #expect(log.peakRunning == 2)
         #expect(await manager.totals().completed == 6)
         await manager.shutdown()
+        await log.ended()
+        #expect(log.peakRunning == 2)
         try await downloader.shutdown()
         try await server.shutdown()
     }
@@ -226,7 +232,6 @@ import Testing
         let log = await EventLog.recording(after)
         try await after.restore()
         await after.waitUntilIdle()
-        #expect(log.lifecycle().filter { $0.hasPrefix("started") } == ["started \(running)", "started \(queued)"])
         #expect(await after.download(done)?.status == .completed)
         #expect(await after.download(paused)?.status == .paused)
         #expect(await after.download(running)?.status == .completed)
@@ -236,6 +241,47 @@ import Testing
         let refetched = server.stats("/big.bin").bodyBytesSent - sentBefore
         #expect(refetched < big.content.count - 500_000 + ResumeTests.inFlightAllowance, "continued, not restarted")
         await after.shutdown()
+        await log.ended()
+        #expect(log.lifecycle().filter { $0.hasPrefix("started") } == ["started \(running)", "started \(queued)"])
+        try await second.shutdown()
+        try await server.shutdown()
+    }
+
+    /// What `haul get` relies on when run again: adding a download an earlier process left
+    /// unfinished continues that one; another queue on the same store never sees it.
+    @Test func addingWhatAnEarlierManagerLeftContinuesIt() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var big = Route(content: testBytes(2 << 20, seed: 8))
+        big.bytesPerSecond = 2 << 20
+        server.serve("/big.bin", big)
+
+        let first = try harness.downloader()
+        let before = harness.manager(first)
+        let id = try await before.add(harness.request(server.url("/big.bin"), file: "big.bin"))
+        #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 500_000 })
+        await before.shutdown()
+        try await first.shutdown()
+
+        let second = try harness.downloader()
+        let other = DownloadManager(downloader: second, configuration: .init(queue: "other"))
+        try await other.restore()
+        #expect(await other.downloads().isEmpty)
+        let after = harness.manager(second)
+        let again = try await after.add(harness.request(server.url("/big.bin"), file: "big.bin"))
+        #expect(again == id)
+        await after.waitUntilIdle()
+        #expect(await after.download(id)?.status == .completed)
+        #expect(digest(harness.directory.contents("big.bin")) == digest(big.content))
+        // Requeuing a completed download asks the server again and keeps the file (no body).
+        let gets = server.stats("/big.bin").getCount
+        await after.requeue(id)
+        await after.waitUntilIdle()
+        #expect(await after.download(id)?.result?.wasAlreadyComplete == true)
+        #expect(server.stats("/big.bin").getCount == gets)
+        await after.shutdown()
+        await other.shutdown()
         try await second.shutdown()
         try await server.shutdown()
     }

@@ -20,7 +20,7 @@ extension DownloadManager {
     }
 
     /// Queues a paused or failed download again (a failed one starts a new attempt), or a
-    /// completed one whose file is gone.
+    /// completed one whose file is gone. See ``requeue(_:)`` to check a completed one anyway.
     public func resume(_ id: ID) {
         guard let job = jobs[id] else { return }
         if job.stopping != nil {
@@ -39,6 +39,20 @@ extension DownloadManager {
             break
         }
         schedule()
+    }
+
+    /// Like ``resume(_:)``, and a completed download is queued for a new attempt too: the
+    /// engine asks the server again and keeps the file if it is still the same (one HEAD), or
+    /// saves the new version as `name.1.ext`. What `haul get` does when run again.
+    public func requeue(_ id: ID) {
+        guard let job = jobs[id] else { return }
+        if job.record.status == .completed, job.stopping == nil {
+            try? update(id) { job in
+                job.record.status = .queued
+                job.result = nil
+            }
+        }
+        resume(id)
     }
 
     /// Stops a download and deletes its partial file; it stays listed as failed (cancelled).

@@ -26,10 +26,14 @@ public actor DownloadManager {
         /// Connections open to one host across all downloads, counting each connection of a
         /// segmented download.
         public var maxConnectionsPerHost = 16
+        /// The name of the queue in the store: managers with different names share the store
+        /// but never see each other's downloads (`haul get` and the daemon keep theirs apart).
+        public var queue = "default"
 
-        public init(maxConcurrentDownloads: Int = 5, maxConnectionsPerHost: Int = 16) {
+        public init(maxConcurrentDownloads: Int = 5, maxConnectionsPerHost: Int = 16, queue: String = "default") {
             self.maxConcurrentDownloads = max(1, maxConcurrentDownloads)
             self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
+            self.queue = queue
         }
     }
 
@@ -60,6 +64,7 @@ public actor DownloadManager {
     let store: Store
     let policy: QueuePolicy
     let hosts: HostConnections
+    let queue: String
     var jobs: [ID: Job] = [:]
     var nextPosition: Int
     var subscribers: [UUID: AsyncStream<Event>.Continuation] = [:]
@@ -73,7 +78,8 @@ public actor DownloadManager {
         policy = QueuePolicy(maxConcurrent: configuration.maxConcurrentDownloads,
                              hostLimit: configuration.maxConnectionsPerHost)
         hosts = HostConnections(limit: configuration.maxConnectionsPerHost)
-        nextPosition = ((try? store.jobs().map(\.position).max()) ?? -1) + 1
+        queue = configuration.queue
+        nextPosition = ((try? store.maxJobPosition()) ?? nil).map { $0 + 1 } ?? 0
     }
 
     // MARK: Adding
@@ -81,8 +87,9 @@ public actor DownloadManager {
     /// Adds a download and returns its id.
     ///
     /// Adding the same URL for the same destination again returns the existing download
-    /// (also one an earlier process added), as it stands: a paused one stays paused, a failed
-    /// one failed, a completed one completed unless its file is gone (then it is queued again).
+    /// (also one an earlier process added to this queue), as it stands: a running one
+    /// continues, a paused one stays paused, a failed one failed, a completed one completed
+    /// unless its file is gone (then it is queued again).
     ///
     /// - Parameters:
     ///   - priority: higher starts first; equal priorities start in the order added.
@@ -101,24 +108,33 @@ public actor DownloadManager {
             throw .invalidRequest("unknown download \(dependency) to depend on")
         }
         let (kind, path) = request.destination.stored
-        try adopt(destinationPath: path)
-        if let existing = jobs.values.first(where: {
-            $0.record.destinationKind == kind && $0.record.destinationPath == path && $0.record.url == request.url
-        }) {
+        let stored: [JobRecord]
+        do { stored = try store.jobs(queue: queue, destinationPath: path).filter { jobs[$0.id] == nil } } catch {
+            throw storeError(error)
+        }
+        let isSame = { (record: JobRecord) in
+            record.destinationKind == kind && record.destinationPath == path && record.url == request.url
+        }
+        // An earlier process (killed, or finished) may have added it.
+        if let earlier = stored.first(where: isSame) { jobs[earlier.id] = Self.job(restoring: earlier) }
+        if let existing = jobs.values.first(where: { isSame($0.record) }) {
             try requeueIfFileGone(existing.record.id)
             schedule()
             return existing.record.id
         }
-        if kind == "file", let taken = jobs.values.first(where: {
-            $0.record.destinationKind == "file" && $0.record.destinationPath == path
-        }) {
-            guard replacing else {
-                throw .invalidRequest("\(path) is already the destination of download \(taken.record.id) (\(taken.record.url)); remove it first or add with replacing")
+        if kind == "file" {
+            let taken = jobs.values.map(\.record).filter { $0.destinationKind == "file" && $0.destinationPath == path }
+                + stored.filter { $0.destinationKind == "file" }
+            if let first = taken.first, !replacing {
+                throw .invalidRequest("\(path) is already the destination of download \(first.id) (\(first.url)); remove it first or add with replacing")
             }
-            await remove(taken.record.id)
+            for record in taken {
+                if jobs[record.id] == nil { jobs[record.id] = Self.job(restoring: record) }
+                await remove(record.id)
+            }
         }
         let id = Self.makeID()
-        let record = JobRecord(id: id, request: request, priority: priority, position: nextPosition,
+        let record = JobRecord(id: id, queue: queue, request: request, priority: priority, position: nextPosition,
                                dependencies: dependencies)
         nextPosition += 1
         try persist([record])
@@ -128,23 +144,13 @@ public actor DownloadManager {
         return id
     }
 
-    /// Loads the store's jobs for `path` that this manager does not hold yet (another process
-    /// added them), so that adding the same download again finds them.
-    func adopt(destinationPath path: String) throws(DownloadError) {
-        let stored: [JobRecord]
-        do { stored = try store.jobs(destinationPath: path) } catch { throw storeError(error) }
-        for record in stored where jobs[record.id] == nil {
-            jobs[record.id] = Self.job(restoring: record)
-        }
-    }
-
     /// Continues the queue kept in the store: running and queued downloads are queued (the
     /// ones that were running first), paused stay paused, finished ones are remembered.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() throws(DownloadError) {
         let stored: [JobRecord]
-        do { stored = try store.jobs() } catch { throw storeError(error) }
+        do { stored = try store.jobs(queue: queue) } catch { throw storeError(error) }
         for record in stored where jobs[record.id] == nil {
             jobs[record.id] = Self.job(restoring: record)
         }

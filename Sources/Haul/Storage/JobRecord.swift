@@ -25,6 +25,8 @@ struct JobRecord: Codable, Sendable, Hashable, FetchableRecord, PersistableRecor
     }
 
     var id: String
+    /// The manager's queue name (see ``DownloadManager/Configuration/queue``).
+    var queue: String
     var url: String
     /// `file` or `directory`.
     var destinationKind: String
@@ -47,10 +49,10 @@ struct JobRecord: Codable, Sendable, Hashable, FetchableRecord, PersistableRecor
 }
 
 extension JobRecord {
-    init(id: String, request: DownloadRequest, priority: Int, position: Int, dependencies: [String]) {
+    init(id: String, queue: String, request: DownloadRequest, priority: Int, position: Int, dependencies: [String]) {
         let (kind, path) = request.destination.stored
         let now = Date()
-        self.init(id: id, url: request.url, destinationKind: kind, destinationPath: path, resolvedPath: nil,
+        self.init(id: id, queue: queue, url: request.url, destinationKind: kind, destinationPath: path, resolvedPath: nil,
                   options: Options(request), priority: priority, position: position,
                   dependencies: dependencies.joined(separator: ","), status: .queued, resultBytes: nil,
                   errorKind: nil, lastError: nil, createdAt: now, updatedAt: now)

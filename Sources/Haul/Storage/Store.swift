@@ -51,6 +51,7 @@ final class Store: Sendable {
         migrator.registerMigration("v2") { db in
             try db.create(table: "job") { t in
                 t.primaryKey("id", .text)
+                t.column("queue", .text).notNull()
                 t.column("url", .text).notNull()
                 t.column("destinationKind", .text).notNull()
                 t.column("destinationPath", .text).notNull()
@@ -66,7 +67,7 @@ final class Store: Sendable {
                 t.column("createdAt", .datetime).notNull()
                 t.column("updatedAt", .datetime).notNull()
             }
-            try db.create(index: "job_destination", on: "job", columns: ["destinationPath", "url"])
+            try db.create(index: "job_destination", on: "job", columns: ["queue", "destinationPath"])
         }
         return migrator
     }
@@ -109,12 +110,18 @@ final class Store: Sendable {
     // These block the calling thread for one short transaction: the manager's state
     // changes must reach the store in the order they happen.
 
-    func jobs() throws -> [JobRecord] {
-        try pool.read { db in try JobRecord.order(Column("position")).fetchAll(db) }
+    func jobs(queue: String) throws -> [JobRecord] {
+        try pool.read { db in try JobRecord.filter(Column("queue") == queue).order(Column("position")).fetchAll(db) }
     }
 
-    func jobs(destinationPath path: String) throws -> [JobRecord] {
-        try pool.read { db in try JobRecord.filter(Column("destinationPath") == path).fetchAll(db) }
+    func jobs(queue: String, destinationPath path: String) throws -> [JobRecord] {
+        try pool.read { db in
+            try JobRecord.filter(Column("queue") == queue && Column("destinationPath") == path).fetchAll(db)
+        }
+    }
+
+    func maxJobPosition() throws -> Int? {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT MAX(position) FROM job") }
     }
 
     /// Saves the jobs (inserting or replacing), stamping `updatedAt`, in one transaction.

@@ -5,12 +5,18 @@ import Synchronization
 /// Every event a manager sends, recorded in order from the moment of subscribing.
 final class EventLog: Sendable {
     private let recorded = Mutex<[DownloadManager.Event]>([])
+    private let reader = Mutex<Task<Void, Never>?>(nil)
 
     static func recording(_ manager: DownloadManager) async -> EventLog {
         let log = EventLog()
         let stream = await manager.events()
-        Task { for await event in stream { log.recorded.withLock { $0.append(event) } } }
+        log.reader.withLock { $0 = Task { for await event in stream { log.recorded.withLock { $0.append(event) } } } }
         return log
+    }
+
+    /// Waits until every event is recorded: the stream ends when the manager shuts down.
+    func ended() async {
+        await reader.withLock { $0 }?.value
     }
 
     var events: [DownloadManager.Event] { recorded.withLock { $0 } }
