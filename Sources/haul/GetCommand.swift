@@ -41,8 +41,14 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
     var header: [String] = []
 
-    @Option(name: [.customShort("x"), .long], help: "Connections per download when the server serves ranges (1 disables segmenting).")
-    var connections: Int = 1
+    @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
+    var maxConcurrentDownloads: Int = 5
+
+    @Option(name: [.customShort("x"), .long], help: "Connections per download when the server serves ranges of a file of known length (1 disables segmenting).")
+    var connections: Int = 4
+
+    @Option(help: "Connections open to one host at once, across all downloads.")
+    var maxConnectionsPerHost: Int = 16
 
     @Option(help: "Never split a segment below this size: bytes, or with K, M or G (binary) suffix.")
     var minSplitSize: String = "1M"
@@ -69,6 +75,8 @@ struct GetCommand: AsyncParsableCommand {
         }
         if maxTries < 1 { throw ValidationError("--max-tries must be at least 1") }
         if !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
+        if !(1...100).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 100") }
+        if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
         guard let split = ByteCount.parse(minSplitSize), split >= 1 << 10 else {
             throw ValidationError("--min-split-size must be a size of at least 1K, e.g. 1M")
         }
@@ -104,9 +112,13 @@ struct GetCommand: AsyncParsableCommand {
     func run() async throws {
         let entries = try urls.map { InputEntry(url: $0) } + (inputFile.map(InputFile.entries(from:)) ?? [])
         if entries.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
-        for entry in entries {
-            if let checksum = entry.checksum {
-                do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(entry.url): \(error)") }
+        let requests = try entries.map(request(for:))
+        var urlOfFile: [String: String] = [:]
+        for request in requests {
+            guard case .file(let path) = request.destination else { continue }
+            let absolute = (path as NSString).standardizingPath
+            if let other = urlOfFile.updateValue(request.url, forKey: absolute), other != request.url {
+                throw ValidationError("\(other) and \(request.url) would both be saved as \(path)")
             }
         }
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
@@ -114,46 +126,60 @@ struct GetCommand: AsyncParsableCommand {
         configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
         configuration.logger = Logger(label: "haul")
         configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
-        let headers = try header.map(Self.parseHeader)
-        let expected = try checksum.map(Checksum.init(parsing:))
 
         let downloader: Downloader
         do { downloader = try Downloader(configuration) } catch {
             Terminal.error("\(error)")
             throw ExitCode(ExitStatus.code(for: [error]))
         }
-        let interrupts = InterruptHandler()
-        let display = ProgressDisplay(quiet: quiet)
+        let manager = DownloadManager(downloader: downloader, configuration: .init(
+            maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost, queue: "haul-get"))
+        let interrupts = InterruptHandler(manager: manager)
+        var ids: [DownloadManager.ID] = []
         var failures: [DownloadError] = []
-        for entry in entries {
-            let url = entry.url
-            let folder = entry.dir ?? directory
-            var request = (output ?? entry.out.map { (folder as NSString).appendingPathComponent($0) })
-                .map { DownloadRequest(url: url, file: $0) } ?? DownloadRequest(url: url, directory: folder)
-            request.headers = headers
-            request.checksum = try entry.checksum.map(Checksum.init(parsing:)) ?? expected
-            request.maxTries = maxTries
-            request.retryWait = .milliseconds(Int64(retryWait * 1000))
-            request.overwrite = overwrite
-            request.connections = connections
-            request.minimumSplitSize = ByteCount.parse(minSplitSize) ?? 1 << 20
-            request.rateLimit = maxDownloadLimit.flatMap(ByteCount.parse)
-            let task = downloader.download(request)
-            interrupts.follow(task)
-            let started = ContinuousClock.now
-            async let shown: Void = display.follow(task.progress, url: url)
+        for (entry, request) in zip(entries, requests) {
             do throws(DownloadError) {
-                let result = try await task.result()
-                await shown
-                display.succeeded(result, url: url, elapsed: .now - started)
+                // A download this command left unfinished (killed, interrupted) continues; one
+                // it finished is checked against the server again (one HEAD).
+                let id = try await manager.add(request, replacing: true)
+                await manager.requeue(id)
+                if !ids.contains(id) { ids.append(id) }
             } catch {
-                await shown
-                display.failed(error, url: url)
+                Terminal.error("\(entry.url): \(error.message)")
                 failures.append(error)
             }
         }
-        interrupts.follow(nil)
+        let display = ProgressDisplay(quiet: quiet, manager: manager, ids: ids)
+        let drawing = Task { await display.run() }
+        await manager.waitUntilIdle()
+        drawing.cancel()
+        await drawing.value
+        let finished = await display.finish()
+        withExtendedLifetime(interrupts) {}
+        await manager.shutdown()
         try? await downloader.shutdown()
+        failures += finished.compactMap(\.error)
         if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
+    }
+
+    /// The request for one URL with the command's options; an entry's own `out=`, `dir=` and
+    /// `checksum=` win.
+    private func request(for entry: InputEntry) throws -> DownloadRequest {
+        let folder = entry.dir ?? directory
+        var request = (output ?? entry.out.map { (folder as NSString).appendingPathComponent($0) })
+            .map { DownloadRequest(url: entry.url, file: $0) } ?? DownloadRequest(url: entry.url, directory: folder)
+        request.headers = try header.map(Self.parseHeader)
+        do {
+            request.checksum = try (entry.checksum ?? checksum).map(Checksum.init(parsing:))
+        } catch {
+            throw ValidationError("\(entry.url): \(error)")
+        }
+        request.maxTries = maxTries
+        request.retryWait = .milliseconds(Int64(retryWait * 1000))
+        request.overwrite = overwrite
+        request.connections = connections
+        request.minimumSplitSize = ByteCount.parse(minSplitSize) ?? 1 << 20
+        request.rateLimit = maxDownloadLimit.flatMap(ByteCount.parse)
+        return request
     }
 }

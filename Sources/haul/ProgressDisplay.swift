@@ -1,77 +1,215 @@
 import Foundation
 import Haul
+import Synchronization
 
-/// What a person sees on stderr: a redrawn bar on a terminal, an occasional plain line
-/// otherwise, nothing but errors with `-q`.
-struct ProgressDisplay: Sendable {
-    let quiet: Bool
-    /// Plain-line mode prints at most this often.
+/// What a person sees on stderr while `haul get` runs: on a terminal, one line per running
+/// download plus a total line, redrawn in place; otherwise a plain line every few seconds.
+/// Errors are printed when they happen; a summary table ends a run of several downloads.
+/// With `-q`, only errors.
+final class ProgressDisplay: Sendable {
+    /// A terminal is redrawn this often.
+    static let drawInterval: Duration = .milliseconds(200)
+    /// Plain-line mode (not a terminal) prints at most this often.
     static let plainInterval: Duration = .seconds(5)
-    /// A terminal is redrawn at most this often.
-    static let barInterval: Duration = .milliseconds(200)
 
-    func follow(_ progress: AsyncStream<DownloadProgress>, url: String) async {
-        guard !quiet else {
-            for await _ in progress {}
-            return
-        }
-        var lastDraw: ContinuousClock.Instant?
-        var lastNote: String?
-        for await snapshot in progress {
-            if let note = snapshot.note, note != lastNote {
-                lastNote = note
-                Terminal.clearLine()
-                Terminal.write("\(name(of: snapshot, url: url)): \(note)\n")
-                continue
-            }
-            let now = ContinuousClock.now
-            let interval = Terminal.isInteractive ? Self.barInterval : Self.plainInterval
-            if let lastDraw, now - lastDraw < interval { continue }
-            lastDraw = now
-            let line = describe(snapshot, url: url)
-            if Terminal.isInteractive {
-                Terminal.write("\r\u{1B}[2K" + String(line.prefix(Terminal.width - 1)))
-            } else {
-                Terminal.write(line + "\n")
-            }
-        }
-        Terminal.clearLine()
+    private let quiet: Bool
+    private let manager: DownloadManager
+    private let ids: [DownloadManager.ID]
+    private let startedAt = ContinuousClock.now
+    /// Downloads whose failure is already printed.
+    private let reported = Mutex<Set<DownloadManager.ID>>([])
+
+    init(quiet: Bool, manager: DownloadManager, ids: [DownloadManager.ID]) {
+        self.quiet = quiet
+        self.manager = manager
+        self.ids = ids
     }
 
-    private func name(of snapshot: DownloadProgress, url: String) -> String {
-        snapshot.destination.map { ($0 as NSString).lastPathComponent } ?? url
+    /// Draws until cancelled.
+    func run() async {
+        var lastPlain = ContinuousClock.now
+        while !Task.isCancelled {
+            let downloads = await ours()
+            reportFailures(downloads)
+            if !quiet {
+                if Terminal.isInteractive {
+                    Terminal.redraw(liveLines(downloads))
+                } else if ContinuousClock.now - lastPlain >= Self.plainInterval {
+                    lastPlain = .now
+                    let running = downloads.filter { $0.status == .running }
+                    let lines = ids.count == 1 ? running.map(line(for:)) : [totalLine(downloads)]
+                    for line in lines { Terminal.write(line + "\n") }
+                }
+            }
+            try? await Task.sleep(for: Self.drawInterval)
+        }
     }
 
-    func describe(_ snapshot: DownloadProgress, url: String) -> String {
-        var parts = [name(of: snapshot, url: url)]
-        if let fraction = snapshot.fraction {
+    /// Clears the live lines, prints what is left to say, and returns every download as it ended.
+    func finish() async -> [DownloadManager.Download] {
+        let downloads = await ours()
+        Terminal.clearDisplay()
+        reportFailures(downloads)
+        guard !quiet else { return downloads }
+        if downloads.count == 1, let only = downloads.first, let result = only.result {
+            Terminal.write(savedLine(result, elapsed: elapsed(only)) + "\n")
+        } else if downloads.count > 1 {
+            Terminal.write(summaryTable(downloads))
+        }
+        return downloads
+    }
+
+    private func ours() async -> [DownloadManager.Download] {
+        var downloads: [DownloadManager.Download] = []
+        for id in ids {
+            if let download = await manager.download(id) { downloads.append(download) }
+        }
+        return downloads
+    }
+
+    private func reportFailures(_ downloads: [DownloadManager.Download]) {
+        let fresh = downloads.filter { download in
+            download.status == .failed && reported.withLock { $0.insert(download.id).inserted }
+        }
+        guard !fresh.isEmpty else { return }
+        Terminal.clearDisplay()
+        for download in fresh {
+            Terminal.error("\(download.url): \(download.error?.message ?? "failed")")
+        }
+    }
+
+    // MARK: Lines
+
+    func liveLines(_ downloads: [DownloadManager.Download]) -> [String] {
+        let running = downloads.filter { $0.status == .running }
+        let room = max(1, min(10, Terminal.height - 3))
+        var lines = running.prefix(room).map(line(for:))
+        if running.count > room { lines.append("… and \(running.count - room) more running") }
+        if downloads.count > 1 { lines.append(totalLine(downloads)) }
+        return lines
+    }
+
+    func line(for download: DownloadManager.Download) -> String {
+        var parts = [name(of: download)]
+        guard let progress = download.progress else { return (parts + ["starting"]).joined(separator: "  ") }
+        if let fraction = progress.fraction {
             parts.append(String(format: "%3.0f%%", fraction * 100))
-            if Terminal.isInteractive {
-                let width = 20
-                let filled = Int(fraction * Double(width))
-                parts.append("[" + String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled) + "]")
-            }
-            parts.append("\(Format.bytes(snapshot.bytesDone)) / \(Format.bytes(snapshot.totalBytes ?? 0))")
+            if Terminal.isInteractive { parts.append(bar(fraction)) }
+            parts.append("\(Format.bytes(progress.bytesDone)) / \(Format.bytes(progress.totalBytes ?? 0))")
         } else {
-            parts.append(Format.bytes(snapshot.bytesDone))
+            parts.append(Format.bytes(progress.bytesDone))
         }
-        if snapshot.bytesPerSecond > 0 { parts.append(Format.rate(snapshot.bytesPerSecond)) }
-        if let eta = snapshot.eta { parts.append("ETA \(Format.duration(eta))") }
+        if let note = progress.note {
+            parts.append(note)
+        } else {
+            if progress.bytesPerSecond > 0 { parts.append(Format.rate(progress.bytesPerSecond)) }
+            if let eta = progress.eta { parts.append("ETA \(Format.duration(eta))") }
+        }
         return parts.joined(separator: "  ")
     }
 
-    func succeeded(_ result: DownloadResult, url: String, elapsed: Duration) {
-        guard !quiet else { return }
-        if result.wasAlreadyComplete {
-            Terminal.write("\(result.path): already downloaded (\(Format.bytes(result.bytes)))\n")
-            return
+    func totalLine(_ downloads: [DownloadManager.Download]) -> String {
+        var done: Int64 = 0
+        var total: Int64 = 0
+        var rate = 0.0
+        var counts: [DownloadStatus: Int] = [:]
+        for download in downloads {
+            counts[download.status, default: 0] += 1
+            if let result = download.result {
+                done += result.bytes
+                total += result.bytes
+            } else if let progress = download.progress {
+                done += progress.bytesDone
+                total += progress.totalBytes ?? 0
+                if download.status == .running { rate += progress.bytesPerSecond }
+            }
         }
-        let seconds = max(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, 0.001)
-        let continued = result.bytesFetched < result.bytes ? ", \(Format.bytes(result.bytesFetched)) of it now" : ""
-        Terminal.write("\(result.path): saved \(Format.bytes(result.bytes))\(continued) in \(Format.duration(elapsed)) (\(Format.rate(Double(result.bytesFetched) / seconds)))\n")
+        var parts = ["total", "\(counts[.completed, default: 0])/\(downloads.count) done"]
+        if let running = counts[.running] { parts.append("\(running) running") }
+        if let queued = counts[.queued] { parts.append("\(queued) queued") }
+        if let failed = counts[.failed] { parts.append("\(failed) failed") }
+        parts.append(total > 0 ? "\(Format.bytes(done)) / \(Format.bytes(total))" : Format.bytes(done))
+        if rate > 0 {
+            parts.append(Format.rate(rate))
+            if total > done { parts.append("ETA \(Format.duration(.seconds(Double(total - done) / rate)))") }
+        }
+        return parts.joined(separator: "  ")
     }
 
-    func failed(_ error: DownloadError, url: String) {
-        Terminal.error("\(url): \(error.message)")
+    private func bar(_ fraction: Double) -> String {
+        let width = 20
+        let filled = Int(fraction * Double(width))
+        return "[" + String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled) + "]"
+    }
+
+    private func name(of download: DownloadManager.Download) -> String {
+        (download.destination as NSString).lastPathComponent
+    }
+
+    private func elapsed(_ download: DownloadManager.Download) -> Duration? {
+        guard let start = download.startedAt else { return nil }
+        return (download.endedAt ?? .now) - start
+    }
+
+    // MARK: The end
+
+    func savedLine(_ result: DownloadResult, elapsed: Duration?) -> String {
+        if result.wasAlreadyComplete { return "\(result.path): already downloaded (\(Format.bytes(result.bytes)))" }
+        let time = elapsed ?? (.now - startedAt)
+        let continued = result.bytesFetched < result.bytes ? ", \(Format.bytes(result.bytesFetched)) of it now" : ""
+        return "\(result.path): saved \(Format.bytes(result.bytes))\(continued) in \(Format.duration(time)) (\(Format.rate(Self.rate(result.bytesFetched, in: time))))"
+    }
+
+    /// NAME, SIZE, TIME, AVG SPEED, RESULT for every download, then a total line.
+    func summaryTable(_ downloads: [DownloadManager.Download]) -> String {
+        var rows = [["NAME", "SIZE", "TIME", "AVG SPEED", "RESULT"]]
+        var saved: Int64 = 0
+        for download in downloads {
+            let time = elapsed(download)
+            switch download.status {
+            case .completed:
+                let result = download.result
+                saved += result?.bytes ?? 0
+                let fetched = result?.bytesFetched ?? 0
+                rows.append([name(of: download), Format.bytes(result?.bytes ?? 0), time.map(Format.duration) ?? "-",
+                             result?.wasAlreadyComplete == true ? "-" : Format.rate(Self.rate(fetched, in: time ?? .zero)),
+                             result?.wasAlreadyComplete == true ? "already there" : "ok"])
+            case .failed:
+                rows.append([name(of: download), download.progress.map { Format.bytes($0.bytesDone) } ?? "-",
+                             time.map(Format.duration) ?? "-", "-", "failed: \(download.error?.message ?? "")"])
+            case .queued, .running, .paused:
+                rows.append([name(of: download), download.progress.map { Format.bytes($0.bytesDone) } ?? "-",
+                             time.map(Format.duration) ?? "-", "-", "stopped"])
+            }
+        }
+        let nameWidth = min(40, rows.map { $0[0].count }.max() ?? 4)
+        var widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        widths[0] = nameWidth
+        var text = ""
+        for row in rows {
+            var cells = [Self.fit(row[0], nameWidth).padding(toLength: nameWidth, withPad: " ", startingAt: 0)]
+            for column in 1..<4 {
+                let cell = row[column]
+                // Numbers line up on the right.
+                cells.append(String(repeating: " ", count: widths[column] - cell.count) + cell)
+            }
+            cells.append(row[4])
+            text += cells.joined(separator: "  ") + "\n"
+        }
+        let ok = downloads.count { $0.status == .completed }
+        text += "\(ok) of \(downloads.count) downloads complete, \(Format.bytes(saved)) in \(Format.duration(.now - startedAt))\n"
+        return text
+    }
+
+    /// `name` shortened in the middle to `width` characters.
+    static func fit(_ name: String, _ width: Int) -> String {
+        guard name.count > width, width > 3 else { return name }
+        let keep = width - 1
+        return String(name.prefix(keep - keep / 2)) + "…" + String(name.suffix(keep / 2))
+    }
+
+    static func rate(_ bytes: Int64, in time: Duration) -> Double {
+        let seconds = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18
+        return Double(bytes) / max(seconds, 0.001)
     }
 }

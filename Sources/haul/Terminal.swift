@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Writing to stderr, and the few facts about the terminal the display needs.
 enum Terminal {
@@ -17,10 +18,37 @@ enum Terminal {
         if isInteractive { write("\r\u{1B}[2K") }
     }
 
+    /// Lines of the live display drawn last, so the next draw (or an error) can replace them.
+    private static let drawnLines = Mutex(0)
+
+    /// Replaces the live display with `lines`, in one write so it does not flicker.
+    static func redraw(_ lines: [String]) {
+        let columns = width
+        drawnLines.withLock { drawn in
+            var text = drawn > 0 ? "\u{1B}[\(drawn)F" : "\r"
+            for line in lines { text += "\u{1B}[2K" + String(line.prefix(columns - 1)) + "\n" }
+            text += "\u{1B}[J"
+            drawn = lines.count
+            write(text)
+        }
+    }
+
+    /// Removes the live display (before an error line, the summary, or exiting).
+    static func clearDisplay() {
+        guard isInteractive else { return }
+        redraw([])
+    }
+
     static var width: Int {
         var size = winsize()
         guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
         return Int(size.ws_col)
+    }
+
+    static var height: Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_row > 0 else { return 24 }
+        return Int(size.ws_row)
     }
 }
 

@@ -13,7 +13,7 @@ import Testing
         var route = Route(content: testBytes(size))
         route.bytesPerSecond = 16 << 20
         server.serve("/big.bin", route)
-        let arguments = ["get", "-q", "-o", "big.bin", "--state-dir", dir.file("state"), server.url("/big.bin")]
+        let arguments = ["get", "-q", "-x", "1", "-o", "big.bin", "--state-dir", dir.file("state"), server.url("/big.bin")]
 
         // Kill at three different points, each run continuing the last.
         let killPoints = [5 << 20, 19 << 20, 33 << 20]
@@ -76,7 +76,7 @@ import Testing
         var route = Route(content: testBytes(size))
         route.bytesPerSecond = 8 << 20
         server.serve("/f.bin", route)
-        let arguments = ["get", "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin")]
+        let arguments = ["get", "-x", "1", "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin")]
 
         let haul = try HaulProcess(arguments, in: dir.path)
         #expect(try await waitUntil { fileSize(dir.file("f.bin.part")) >= 6 << 20 })

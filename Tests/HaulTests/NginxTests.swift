@@ -32,7 +32,8 @@ struct NginxTests {
         let content = testBytes(size, seed: 11)
         try dir.write("www/big.bin", content, creatingFolders: true)
         try await NginxServer.withServer(root: dir.file("www"), limitRate: 8 << 20) { nginx in
-            let arguments = ["get", "-q", "-o", "big.bin", "--state-dir", dir.file("state"), nginx.url("/limited/big.bin")]
+            // One stream, so the part file's size is the progress to kill at.
+            let arguments = ["get", "-q", "-x", "1", "-o", "big.bin", "--state-dir", dir.file("state"), nginx.url("/limited/big.bin")]
             let haul = try HaulProcess(arguments, in: dir.path)
             #expect(try await waitUntil { fileSize(dir.file("big.bin.part")) >= 10 << 20 })
             haul.signal(SIGKILL)
