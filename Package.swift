@@ -27,8 +27,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                "CHaulSystem",
             ]
         ),
+        .target(name: "CHaulSystem"),
         .executableTarget(
             name: "HaulCLI",
             dependencies: [

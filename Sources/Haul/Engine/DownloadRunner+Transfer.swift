@@ -32,6 +32,8 @@ extension DownloadRunner {
             digest: nil, part: part,
             checkpointer: Checkpointer(part: part, store: store, id: record.id, durable: record.ranges))
         do {
+            // Fails fast on a full disk; blocks already written cost nothing to reserve again.
+            if let total = record.totalLength, total > 0 { try part.preallocate(total) }
             if let missing = segmentation(of: transfer, trusted: record.ranges) {
                 // Bytes arrive out of order: the checksum is computed over the file at the end.
                 let complete = try await segmentedTransfer(&transfer, missing: missing, trusted: record.ranges)

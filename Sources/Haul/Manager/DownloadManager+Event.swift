@@ -39,6 +39,8 @@ extension DownloadManager {
         public var url: String
         /// The final path once known, else the path or folder asked for.
         public var destination: String
+        /// False while ``destination`` is the folder asked for and the server has not named the file yet.
+        public var destinationIsFile: Bool
         public var status: DownloadStatus
         public var priority: Int
         /// Downloads that must complete before this one starts.

@@ -248,6 +248,7 @@ public actor DownloadManager {
 
     static func describe(_ job: Job) -> Download {
         Download(id: job.record.id, url: job.record.url, destination: job.record.resolvedPath ?? job.record.destinationPath,
+                 destinationIsFile: job.record.resolvedPath != nil || job.record.destinationKind == "file",
                  status: job.record.status, priority: job.record.priority, dependencies: job.record.dependencyIDs,
                  progress: job.progress, result: job.result, error: job.error,
                  startedAt: job.startedAt, endedAt: job.endedAt)

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CHaulSystem
 import NIOCore
 
 /// The open `DEST.part` of one download: positional writes, flushes, and the lock that
@@ -69,7 +70,32 @@ final class PartFile: Sendable {
     }
 
     func truncate(to length: Int64 = 0) throws(DownloadError) {
+        // ftruncate to the current size still frees blocks reserved past the end (ext4, xfs):
+        // every fresh 200 "starts over" from an empty file and would undo ``preallocate(_:)``.
+        if try size() == length { return }
         guard ftruncate(descriptor, off_t(length)) == 0 else { throw .io("truncate", path: path, errno: errno) }
+    }
+
+    /// Reserves disk blocks for the first `length` bytes without changing the file size, so
+    /// a full disk shows up before the transfer rather than in the middle of it.
+    ///
+    /// The size must stay as it is: it bounds which recorded ranges are still trusted. Where the
+    /// filesystem cannot preallocate this does nothing, and writes allocate as they go.
+    ///
+    /// - Throws: ``DownloadError/Kind/io`` when the disk has no room for `length` bytes.
+    func preallocate(_ length: Int64) throws(DownloadError) {
+        var code: Int32
+        repeat {
+            code = haul_fallocate_keep_size(descriptor, 0, length) == 0 ? 0 : errno
+        } while code == EINTR
+        // Only ENOSPC is worth a failure: the file cannot fit. Anything else (EOPNOTSUPP, ENOSYS,
+        // EINVAL from a filesystem without support, e.g. some overlay or NFS mounts) just loses
+        // an optimisation.
+        guard code == ENOSPC else { return }
+        // A failed fallocate can keep the blocks it got past the end of the file; truncating
+        // to the current size hands them back.
+        if let size = try? size() { _ = ftruncate(descriptor, off_t(size)) }
+        throw .io("not enough disk space for \(path): \(length) bytes needed; free some and run again")
     }
 
     /// Writes all of `buffer` at `offset`, retrying short writes and EINTR.
