@@ -137,13 +137,15 @@ final class ProgressDisplay: Sendable {
     }
 
     private func bar(_ fraction: Double) -> String {
-        let width = 20
+        let width = Terminal.width >= 100 ? 20 : 10
         let filled = Int(fraction * Double(width))
         return "[" + String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled) + "]"
     }
 
     private func name(of download: DownloadManager.Download) -> String {
-        (download.destination as NSString).lastPathComponent
+        if download.destinationIsFile { return (download.destination as NSString).lastPathComponent }
+        let last = URLComponents(string: download.url)?.path.split(separator: "/").last.map(String.init)
+        return last ?? download.url
     }
 
     private func elapsed(_ download: DownloadManager.Download) -> Duration? {
