@@ -76,6 +76,7 @@ struct ResponsePlan {
         // If-Range is evaluated before Range: a failed match means "send everything" (RFC 9110 §13.1.5).
         let rangeApplies =
             !isHead && !route.chunked && route.honoursRange && range != nil
+            && route.honoursRangeForFirstGets.map { history.contentGetsBefore < $0 } ?? true
             && (!route.honoursIfRange || ifRange.map(history.validators.ifRangeMatches) ?? true)
         if rangeApplies, let range {
             let request = route.alwaysRangeNotSatisfiable ? .unsatisfiable : ByteRangeRequest(header: range, length: length)

@@ -14,6 +14,9 @@ public struct Route: Sendable {
     public var contentAfterFirstGet: [UInt8]?
     /// false: always 200 with the full body, even when the request carries Range.
     public var honoursRange: Bool = true
+    /// Honour Range on only this many content GETs; every later GET gets the whole file (200),
+    /// like a server that stops honouring ranges midway. nil: no such limit.
+    public var honoursRangeForFirstGets: Int?
     /// false: ignore If-Range and serve 206 even when the validator does not match.
     public var honoursIfRange: Bool = true
     /// Which validators (ETag, Last-Modified) the responses carry.

@@ -41,6 +41,20 @@ import Testing
         #expect(digest(outcome.got) == digest(outcome.expected))
     }
 
+    /// Ranges work for the first requests, then the server (a new backend behind a load
+    /// balancer, say) answers with the whole file: the first connection to come back for more
+    /// (here, the one whose first answer is cut) finds out, and one stream finishes the file.
+    @Test func aServerThatStopsHonouringRangesOnLaterRequestsFallsBack() async throws {
+        let outcome = try await run(connections: 8) {
+            $0.honoursRangeForFirstGets = 8
+            $0.cutFirstAfter = 100_000
+            $0.bytesPerSecond = 8 << 20
+        }
+        #expect(digest(outcome.got) == digest(outcome.expected))
+        let gets = outcome.stats.requests.filter { $0.method == "GET" }
+        #expect(gets.contains { $0.status == 206 } && gets.contains { $0.status == 200 })
+    }
+
     @Test func droppedConnectionsRetryTheirOwnSegment() async throws {
         let outcome = try await run(connections: 4) { $0.cutAfter = 700_000 }
         #expect(digest(outcome.got) == digest(outcome.expected))
