@@ -14,7 +14,7 @@ struct GetCommand: AsyncParsableCommand {
             Exit status: \(ExitStatus.summary)
             """)
 
-    @Argument(help: "http:// or https:// URLs to download, one after another.")
+    @Argument(help: "http:// or https:// URLs to download, several at once (see -j).")
     var urls: [String] = []
 
     @Option(name: [.short, .long], help: "Save the (single) URL at this path.")
