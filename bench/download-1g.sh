@@ -69,7 +69,7 @@ command_for() {
     out=$(printf %q "$1") dir=$(printf %q "$(dirname "$1")") name=$(printf %q "$(basename "$1")")
     state=$(printf %q "$WORK/out/state")
     case "$2" in
-        haul) echo "$(printf %q "$HAUL") get -q -o $out $URL --state-dir $state" ;;
+        haul) echo "$(printf %q "$HAUL") get -q -x 1 -o $out $URL --state-dir $state" ;;
         curl) echo "curl -s -o $out $URL" ;;
         wget) echo "wget -q -O $out $URL" ;;
         aria2c) echo "aria2c -q -x1 -s1 --file-allocation=none --allow-overwrite=true -d $dir -o $name $URL" ;;
