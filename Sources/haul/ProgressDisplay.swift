@@ -30,14 +30,16 @@ final class ProgressDisplay: Sendable {
         var lastPlain = ContinuousClock.now
         while !Task.isCancelled {
             let downloads = await ours()
+            // The manager holds only this command's downloads.
+            let totals = await manager.totals()
             reportFailures(downloads)
             if !quiet {
                 if Terminal.isInteractive {
-                    Terminal.redraw(liveLines(downloads))
+                    Terminal.redraw(liveLines(downloads, totals: totals))
                 } else if ContinuousClock.now - lastPlain >= Self.plainInterval {
                     lastPlain = .now
                     let running = downloads.filter { $0.status == .running }
-                    let lines = ids.count == 1 ? running.map(line(for:)) : [totalLine(downloads)]
+                    let lines = ids.count == 1 ? running.map(line(for:)) : [totalLine(totals)]
                     for line in lines { Terminal.write(line + "\n") }
                 }
             }
@@ -80,12 +82,12 @@ final class ProgressDisplay: Sendable {
 
     // MARK: Lines
 
-    func liveLines(_ downloads: [DownloadManager.Download]) -> [String] {
+    func liveLines(_ downloads: [DownloadManager.Download], totals: DownloadManager.Totals) -> [String] {
         let running = downloads.filter { $0.status == .running }
         let room = max(1, min(10, Terminal.height - 3))
         var lines = running.prefix(room).map(line(for:))
         if running.count > room { lines.append("… and \(running.count - room) more running") }
-        if downloads.count > 1 { lines.append(totalLine(downloads)) }
+        if downloads.count > 1 { lines.append(totalLine(totals)) }
         return lines
     }
 
@@ -108,31 +110,16 @@ final class ProgressDisplay: Sendable {
         return parts.joined(separator: "  ")
     }
 
-    func totalLine(_ downloads: [DownloadManager.Download]) -> String {
-        var done: Int64 = 0
-        var total: Int64 = 0
-        var rate = 0.0
-        var counts: [DownloadStatus: Int] = [:]
-        for download in downloads {
-            counts[download.status, default: 0] += 1
-            if let result = download.result {
-                done += result.bytes
-                total += result.bytes
-            } else if let progress = download.progress {
-                done += progress.bytesDone
-                total += progress.totalBytes ?? 0
-                if download.status == .running { rate += progress.bytesPerSecond }
-            }
-        }
-        var parts = ["total", "\(counts[.completed, default: 0])/\(downloads.count) done"]
-        if let running = counts[.running] { parts.append("\(running) running") }
-        if let queued = counts[.queued] { parts.append("\(queued) queued") }
-        if let failed = counts[.failed] { parts.append("\(failed) failed") }
-        parts.append(total > 0 ? "\(Format.bytes(done)) / \(Format.bytes(total))" : Format.bytes(done))
-        if rate > 0 {
-            parts.append(Format.rate(rate))
-            if total > done { parts.append("ETA \(Format.duration(.seconds(Double(total - done) / rate)))") }
-        }
+    func totalLine(_ totals: DownloadManager.Totals) -> String {
+        let count = totals.queued + totals.running + totals.paused + totals.completed + totals.failed
+        var parts = ["total", "\(totals.completed)/\(count) done"]
+        if totals.running > 0 { parts.append("\(totals.running) running") }
+        if totals.queued > 0 { parts.append("\(totals.queued) queued") }
+        if totals.failed > 0 { parts.append("\(totals.failed) failed") }
+        parts.append(totals.totalBytes > 0
+            ? "\(Format.bytes(totals.bytesDone)) / \(Format.bytes(totals.totalBytes))" : Format.bytes(totals.bytesDone))
+        if totals.bytesPerSecond > 0 { parts.append(Format.rate(totals.bytesPerSecond)) }
+        if let eta = totals.eta, totals.totalBytes > totals.bytesDone { parts.append("ETA \(Format.duration(eta))") }
         return parts.joined(separator: "  ")
     }
 

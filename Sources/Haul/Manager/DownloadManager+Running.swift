@@ -31,7 +31,8 @@ extension DownloadManager {
     func start(_ id: ID) {
         guard var job = jobs[id] else { return }
         let host = HostConnections.host(of: job.record.url)
-        _ = hosts.acquire(upTo: 1, host: host)
+        // The policy saw a free slot, but a segmented download may have taken it since.
+        job.holdsHostSlot = hosts.acquire(upTo: 1, host: host) == 1
         var request = job.record.request
         // Once the server named the file, a restart goes to the same file (not `name.1.ext`
         // because a different file took the name meanwhile).
@@ -73,7 +74,7 @@ extension DownloadManager {
         guard let job = jobs[id], job.attempt == attempt, job.task != nil else { return }
         jobs[id]?.task = nil
         jobs[id]?.monitor = nil
-        hosts.release(1, host: HostConnections.host(of: job.record.url))
+        releaseHostSlot(of: job)
         record(outcome, for: id)
         schedule()
     }
@@ -124,7 +125,7 @@ extension DownloadManager {
         let resumeAfter = jobs[id]?.resumeAfterStop ?? false
         jobs[id]?.stopping = nil
         jobs[id]?.resumeAfterStop = false
-        hosts.release(1, host: HostConnections.host(of: job.record.url))
+        releaseHostSlot(of: job)
         guard jobs[id] != nil else { return }
 
         if let finished, case .success = finished {
@@ -167,6 +168,10 @@ extension DownloadManager {
             }
         }
         schedule()
+    }
+
+    func releaseHostSlot(of job: Job) {
+        if job.holdsHostSlot { hosts.release(1, host: HostConnections.host(of: job.record.url)) }
     }
 
     func forget(_ id: ID) {

@@ -53,6 +53,7 @@ public actor DownloadManager {
         var result: DownloadResult?
         var error: DownloadError?
         var restoredRunning = false
+        var holdsHostSlot = false
         /// Set while a stop is in flight: what to do once the transfer has stopped.
         var stopping: Stop?
         var resumeAfterStop = false
