@@ -21,7 +21,13 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     private var head: HTTPRequestHead?
     /// Complete requests not answered yet (pipelining).
     private var pending: [HTTPRequestHead] = []
-    private var inFlight: InFlight?
+    private var inFlight: InFlight? {
+        didSet {
+            let was = oldValue?.countsBytes == true
+            let now = inFlight?.countsBytes == true
+            if was != now { routes.withLock { now ? $0.bodyStarted() : $0.bodyEnded() } }
+        }
+    }
     private var isActive = true
 
     init(routes: SharedRouteTable) {

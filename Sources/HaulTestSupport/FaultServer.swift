@@ -101,6 +101,12 @@ public final class FaultServer: Sendable {
         routes.withLock { $0.stats(path) }
     }
 
+    /// The most content bodies (200/206 answers) the server was sending at once, across all
+    /// paths: how many connections a client really used.
+    public var peakConcurrentBodies: Int {
+        routes.withLock { $0.peakBodiesInFlight }
+    }
+
     /// Content body bytes written to sockets across all paths.
     public var totalBodyBytesSent: Int {
         routes.withLock { $0.totalBodyBytesSent }

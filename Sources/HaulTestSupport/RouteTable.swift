@@ -26,6 +26,9 @@ struct RouteTable {
     private var stats: [String: RouteStats] = [:]
     /// Content body bytes written across all paths.
     private(set) var totalBodyBytesSent = 0
+    /// Content bodies (200/206) being sent right now, and the most there ever were at once.
+    private(set) var bodiesInFlight = 0
+    private(set) var peakBodiesInFlight = 0
 
     /// Installs `route`, restarting its fault counters; statistics and the content version carry over.
     mutating func serve(_ path: String, _ route: Route) {
@@ -82,6 +85,15 @@ struct RouteTable {
         request.status = plan.status
         stats[path, default: RouteStats()].requests.append(request)
         return plan
+    }
+
+    mutating func bodyStarted() {
+        bodiesInFlight += 1
+        peakBodiesInFlight = max(peakBodiesInFlight, bodiesInFlight)
+    }
+
+    mutating func bodyEnded() {
+        bodiesInFlight -= 1
     }
 
     /// Counts `count` content bytes written for `path`.

@@ -202,6 +202,33 @@ import Testing
         try await server.shutdown()
     }
 
+    /// Segmented downloads take extra connections only while the host has free slots.
+    @Test func theHostLimitCountsEveryConnectionOfSegmentedDownloads() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(4 << 20, seed: 9))
+        route.bytesPerSecond = 2 << 20
+        server.serve("/big.bin", route)
+        let downloader = try harness.downloader()
+        let manager = harness.manager(downloader, maxConcurrent: 5, perHost: 5)
+        for name in ["a.bin", "b.bin"] {
+            try await manager.add(harness.request(server.url("/big.bin"), file: name) {
+                $0.connections = 8
+                $0.minimumSplitSize = 128 << 10
+            })
+        }
+        await manager.waitUntilIdle()
+        #expect(await manager.totals().completed == 2)
+        #expect(digest(harness.directory.contents("a.bin")) == digest(route.content))
+        #expect(digest(harness.directory.contents("b.bin")) == digest(route.content))
+        #expect(server.peakConcurrentBodies <= 5, "peak \(server.peakConcurrentBodies) connections")
+        #expect(server.peakConcurrentBodies >= 3, "segmented downloads still used the free slots")
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+
     /// A new manager on the same store picks up where the last one stopped, as after a crash:
     /// `shutdown()` leaves the rows exactly as a kill would, with the last bytes flushed.
     @Test func aNewManagerRestoresTheQueue() async throws {
