@@ -14,8 +14,9 @@ trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/www"
 head -c $((200 << 20)) /dev/urandom > "$work/www/demo.bin"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# A throttled server (see scripts/throttled_server.py) so there is time to interrupt.
-python3 scripts/throttled_server.py "$work/www" "$port" $((40 << 20)) &
+# A server that sends 10 MiB/s per connection (see scripts/throttled_server.py), so the
+# download (4 connections by default) takes about 5 s and there is time to interrupt it.
+python3 scripts/throttled_server.py "$work/www" "$port" $((10 << 20)) &
 server=$!
 sleep 1
 

@@ -76,4 +76,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(len(chunk) / RATE)
 
 
-http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+class Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # A client that hangs up (Ctrl-C, a finished segment) is not worth a traceback.
+
+
+Server(("127.0.0.1", PORT), Handler).serve_forever()

@@ -137,7 +137,7 @@ struct GetCommand: AsyncParsableCommand {
         let interrupts = InterruptHandler(manager: manager)
         var ids: [DownloadManager.ID] = []
         var failures: [DownloadError] = []
-        for (entry, request) in zip(entries, requests) {
+        for (entry, request) in zip(entries, requests) where interrupts.exitStatus == nil {
             do throws(DownloadError) {
                 // A download this command left unfinished (killed, interrupted) continues; one
                 // it finished is checked against the server again (one HEAD).
@@ -154,8 +154,15 @@ struct GetCommand: AsyncParsableCommand {
         await manager.waitUntilIdle()
         drawing.cancel()
         await drawing.value
+        if let status = interrupts.exitStatus {
+            // The manager is shutting down: wait until every download has saved its state.
+            await manager.shutdown()
+            Terminal.clearDisplay()
+            Terminal.error("interrupted: progress saved; run the same command again to continue")
+            try? await downloader.shutdown()
+            throw ExitCode(status)
+        }
         let finished = await display.finish()
-        withExtendedLifetime(interrupts) {}
         await manager.shutdown()
         try? await downloader.shutdown()
         failures += finished.compactMap(\.error)

@@ -1,28 +1,38 @@
 import Dispatch
 import Foundation
 import Haul
+import Synchronization
 
-/// Ctrl-C (and SIGTERM) stop every running download, wait until their state is saved, say
-/// how to continue, and exit 130 (143 for SIGTERM).
+/// Ctrl-C (and SIGTERM) stop every running download; once their state is saved, `haul get`
+/// says how to continue and exits 130 (143 for SIGTERM).
 final class InterruptHandler {
-    private var sources: [any DispatchSourceSignal] = []
+    /// The status owed, shared with the signal handlers.
+    private final class Received: Sendable {
+        let status = Mutex<Int32?>(nil)
+    }
+
+    private let received = Received()
+    private let sources: [any DispatchSourceSignal]
 
     init(manager: DownloadManager) {
+        var sources: [any DispatchSourceSignal] = []
+        let received = self.received
         for (signalNumber, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
             // The default action would kill us before the state is saved.
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler {
-                Task {
-                    // Leaves the queue as a crash would, with every written byte recorded.
-                    await manager.shutdown()
-                    Terminal.clearDisplay()
-                    Terminal.error("interrupted: progress saved; run the same command again to continue")
-                    exit(status)
-                }
+                received.status.withLock { $0 = $0 ?? status }
+                // Leaves the queue as a crash would, with every written byte recorded; the
+                // manager then turns idle and the command ends.
+                Task { await manager.shutdown() }
             }
             source.resume()
             sources.append(source)
         }
+        self.sources = sources
     }
+
+    /// The exit status owed to a signal that arrived, if one did.
+    var exitStatus: Int32? { received.status.withLock { $0 } }
 }

@@ -146,11 +146,22 @@ extension DownloadManager {
     /// Stops every running download, keeping its partial and leaving its row as a crash
     /// would (so a later ``restore()`` continues it), and ends the event streams. The
     /// ``Downloader`` stays open; shut it down afterwards.
+    /// Calling it again (from a signal handler and the main code, say) waits for the same
+    /// shutdown to finish.
     public func shutdown() async {
+        if let shuttingDown {
+            await shuttingDown.value
+            return
+        }
         isShutDown = true
-        await forEach(jobs.values.filter { $0.record.status == .running }) { await $0.stop($1, .shutdown) }
-        for subscriber in subscribers.values { subscriber.finish() }
-        subscribers = [:]
-        wakeIdleWaiters()
+        let running = jobs.values.filter { $0.record.status == .running }
+        let work = Task {
+            await forEach(running) { await $0.stop($1, .shutdown) }
+            for subscriber in subscribers.values { subscriber.finish() }
+            subscribers = [:]
+            wakeIdleWaiters()
+        }
+        shuttingDown = work
+        await work.value
     }
 }

@@ -5,7 +5,10 @@ extension DownloadManager {
 
     /// Starts what the queue rules allow and fails what can never start.
     func schedule() {
-        guard !isShutDown else { return }
+        guard !isShutDown else {
+            if isIdle { wakeIdleWaiters() }
+            return
+        }
         let items = jobs.values.map { job in
             QueuePolicy.Item(id: job.record.id, host: HostConnections.host(of: job.record.url), priority: job.record.priority,
                              position: job.record.position, dependencies: job.record.dependencyIDs,

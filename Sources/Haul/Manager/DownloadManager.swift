@@ -71,6 +71,7 @@ public actor DownloadManager {
     var subscribers: [UUID: AsyncStream<Event>.Continuation] = [:]
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     var isShutDown = false
+    var shuttingDown: Task<Void, Never>?
 
     /// A manager whose downloads run on `downloader` and live in its store.
     public init(downloader: Downloader, configuration: Configuration = Configuration()) {
@@ -237,14 +238,15 @@ public actor DownloadManager {
     }
 
     /// Returns when nothing is running and nothing queued can start (what is left is paused,
-    /// or waits for a paused download), or the manager has shut down.
+    /// or waits for a paused download), or the manager has shut down and every download it
+    /// was running has stopped and saved its state.
     public func waitUntilIdle() async {
         guard !isIdle else { return }
         await withCheckedContinuation { idleWaiters.append($0) }
     }
 
     var isIdle: Bool {
-        isShutDown || !jobs.values.contains { $0.record.status == .running || $0.stopping != nil }
+        !jobs.values.contains { $0.record.status == .running || $0.stopping != nil }
     }
 
     static func describe(_ job: Job) -> Download {
