@@ -68,6 +68,35 @@ import Testing
         #expect(rerun <= size - Int(durable.byteCount) + 8 * ResumeTests.inFlightAllowance, "rerun sent \(rerun)")
     }
 
+    /// Kills at moments spread from "just started" (probe, store row, first segments) to "well
+    /// under way", each run continuing the last: whatever is at the final name is right, and
+    /// the file ends byte-identical.
+    @Test func killNineAtManyMomentsOfASegmentedDownload() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let size = 24 << 20
+        var route = Route(content: testBytes(size, seed: 4))
+        route.bytesPerSecond = 1 << 20  // per connection
+        server.serve("/big.bin", route)
+        let arguments = ["get", "-q", "-x", "8", "--min-split-size", "256K", "-o", "big.bin",
+                         "--state-dir", dir.file("state"), server.url("/big.bin")]
+        for delay in [5, 40, 150, 400, 900, 1500] {
+            let haul = try HaulProcess(arguments, in: dir.path)
+            try await Task.sleep(for: .milliseconds(delay))
+            haul.signal(SIGKILL)
+            _ = try await haul.finish()
+            if dir.exists("big.bin") {
+                #expect(digest(dir.contents("big.bin")) == digest(route.content), "a kill \(delay) ms in left a wrong file")
+            }
+        }
+        let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        #expect(digest(dir.contents("big.bin")) == digest(route.content))
+        #expect(!dir.exists("big.bin.part"))
+    }
+
     @Test func ctrlCPausesSavesEverythingAndExits130() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()
