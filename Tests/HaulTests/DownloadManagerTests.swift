@@ -100,6 +100,12 @@ import Testing
         #expect(failed.error?.kind == .dependency)
         #expect(failed.error?.message.contains(broken) == true)
         #expect(!log.lifecycle(of: orphan).contains("started \(orphan)"))
+        // The store remembers why.
+        let restored = harness.manager(downloader)
+        try await restored.restore()
+        #expect(await restored.download(orphan)?.error == failed.error)
+        #expect(await restored.download(b)?.status == .completed)
+        await restored.shutdown()
         try await downloader.shutdown()
         try await server.shutdown()
     }

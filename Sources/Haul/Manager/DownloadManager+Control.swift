@@ -63,11 +63,7 @@ extension DownloadManager {
             await stop(id, .cancel)
         case .queued, .paused:
             await discardPartial(of: job.record)
-            try? update(id) { job in
-                job.record.status = .failed
-                job.error = .cancelled
-            }
-            emit(.failed(id, .cancelled))
+            record(.failure(.cancelled), for: id)
             schedule()
         default:
             break

@@ -20,12 +20,7 @@ extension DownloadManager {
             case .start(let id):
                 start(id)
             case .fail(let id, let dependency, let reason):
-                let error = DownloadError.dependencyFailed(dependency, reason: reason)
-                try? update(id) { job in
-                    job.record.status = .failed
-                    job.error = error
-                }
-                emit(.failed(id, error))
+                record(.failure(.dependencyFailed(dependency, reason: reason)), for: id)
             }
         }
         if isIdle { wakeIdleWaiters() }
@@ -159,14 +154,7 @@ extension DownloadManager {
                 if final == .remove {
                     forget(id)
                 } else {
-                    try? update(id) { job in
-                        job.record.status = .failed
-                        job.record.errorKind = DownloadError.cancelled.kind.description
-                        job.record.lastError = DownloadError.cancelled.message
-                        job.error = .cancelled
-                        job.endedAt = .now
-                    }
-                    emit(.failed(id, .cancelled))
+                    record(.failure(.cancelled), for: id)
                 }
             }
         }
