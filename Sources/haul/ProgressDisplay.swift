@@ -61,12 +61,11 @@ final class ProgressDisplay: Sendable {
         return downloads
     }
 
+    /// This command's downloads, in the order given: one call to the manager, not one per id.
     private func ours() async -> [DownloadManager.Download] {
-        var downloads: [DownloadManager.Download] = []
-        for id in ids {
-            if let download = await manager.download(id) { downloads.append(download) }
-        }
-        return downloads
+        let all = await manager.downloads()
+        let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        return ids.compactMap { byID[$0] }
     }
 
     private func reportFailures(_ downloads: [DownloadManager.Download]) {

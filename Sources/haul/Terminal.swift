@@ -14,10 +14,6 @@ enum Terminal {
         write("haul: \(message)\n")
     }
 
-    static func clearLine() {
-        if isInteractive { write("\r\u{1B}[2K") }
-    }
-
     /// Lines of the live display drawn last, so the next draw (or an error) can replace them.
     private static let drawnLines = Mutex(0)
 

@@ -24,7 +24,7 @@ extension DownloadRunner {
 
     func transfer(to path: String, part: PartFile, probe: ProbeResult, retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult {
         let record = try await loadRecord(for: path, part: part, probe: probe)
-        events.resolved(path, record.id)
+        events.resolved(path)
         var transfer = Transfer(
             record: record,
             machine: TransferStateMachine(total: record.totalLength, validators: record.validators,

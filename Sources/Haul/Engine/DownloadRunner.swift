@@ -23,7 +23,7 @@ struct DownloadRunner: Sendable {
         /// A passing condition worth showing (a retry, a wait for a lock).
         var note: @Sendable (String) -> Void
         /// The destination and store id are known and the part file is locked.
-        var resolved: @Sendable (_ destination: String, _ id: String) -> Void
+        var resolved: @Sendable (_ destination: String) -> Void
     }
 
     func run() async throws(DownloadError) -> DownloadResult {

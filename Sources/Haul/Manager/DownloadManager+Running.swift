@@ -10,7 +10,7 @@ extension DownloadManager {
             return
         }
         let items = jobs.values.map { job in
-            QueuePolicy.Item(id: job.record.id, host: HostConnections.host(of: job.record.url), priority: job.record.priority,
+            QueuePolicy.Item(id: job.record.id, host: job.host, priority: job.record.priority,
                              position: job.record.position, dependencies: job.record.dependencyIDs,
                              status: job.stopping == nil ? job.record.status : .running,
                              restoredRunning: job.restoredRunning, failure: job.error?.message)
@@ -28,14 +28,13 @@ extension DownloadManager {
 
     func start(_ id: ID) {
         guard var job = jobs[id] else { return }
-        let host = HostConnections.host(of: job.record.url)
         // The policy saw a free slot, but a segmented download may have taken it since.
-        job.holdsHostSlot = hosts.acquire(upTo: 1, host: host) == 1
+        job.holdsHostSlot = hosts.acquire(upTo: 1, host: job.host) == 1
         var request = job.record.request
         // Once the server named the file, a restart goes to the same file (not `name.1.ext`
         // because a different file took the name meanwhile).
         if let resolved = job.record.resolvedPath { request.destination = .file(resolved) }
-        let task = downloader.download(request, lease: HostLease(connections: hosts, host: host))
+        let task = downloader.download(request, lease: HostLease(connections: hosts, host: job.host))
         job.attempt += 1
         job.task = task
         job.restoredRunning = false
@@ -162,7 +161,7 @@ extension DownloadManager {
     }
 
     func releaseHostSlot(of job: Job) {
-        if job.holdsHostSlot { hosts.release(1, host: HostConnections.host(of: job.record.url)) }
+        if job.holdsHostSlot { hosts.release(1, host: job.host) }
     }
 
     func forget(_ id: ID) {
@@ -171,15 +170,9 @@ extension DownloadManager {
         emit(.removed(id))
     }
 
-    /// Deletes a stopped download's partial file and record, unless another process is
-    /// writing it right now.
+    /// Deletes a stopped download's partial file and record (once its file is known).
     func discardPartial(of record: JobRecord) async {
         guard let path = record.resolvedPath ?? (record.destinationKind == "file" ? record.destinationPath : nil) else { return }
-        let partPath = path + ".part"
-        if FileManager.default.fileExists(atPath: partPath) {
-            guard let part = try? PartFile(path: partPath), (try? part.tryLock()) == .some(nil) else { return }
-            try? FileManager.default.removeItem(atPath: partPath)
-        }
-        try? await store.delete(destination: path)
+        await PartFile.discard(destination: path, store: store)
     }
 }

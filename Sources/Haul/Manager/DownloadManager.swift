@@ -46,6 +46,8 @@ public actor DownloadManager {
 
     struct Job {
         var record: JobRecord
+        /// The host its connections count against, worked out once.
+        let host: String
         var task: DownloadTask?
         var monitor: Task<Void, Never>?
         var attempt = 0
@@ -59,6 +61,11 @@ public actor DownloadManager {
         var resumeAfterStop = false
         var startedAt: ContinuousClock.Instant?
         var endedAt: ContinuousClock.Instant?
+
+        init(record: JobRecord) {
+            self.record = record
+            host = HostConnections.host(of: record.url)
+        }
     }
 
     let downloader: Downloader

@@ -20,7 +20,6 @@ public final class DownloadTask: Sendable {
         var waiters: [CheckedContinuation<Result<DownloadResult, DownloadError>, Never>] = []
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         var destination: String?
-        var id: String?
         var lastProgress = DownloadProgress(bytesDone: 0, bytesPerSecond: 0)
     }
 
@@ -46,8 +45,8 @@ public final class DownloadTask: Sendable {
         let events = DownloadRunner.RunEvents(
             progress: { [weak self] progress in self?.publish(progress) },
             note: { [weak self] note in self?.publish(note: note) },
-            resolved: { [weak self] destination, id in
-                self?.state.withLock { $0.destination = destination; $0.id = id }
+            resolved: { [weak self] destination in
+                self?.state.withLock { $0.destination = destination }
             })
         let runner = makeRunner(events)
         return Task { [weak self] in
@@ -72,7 +71,7 @@ public final class DownloadTask: Sendable {
     }
 
     private func runEnded(_ result: Result<DownloadResult, DownloadError>) async {
-        enum Next { case done, paused, relaunch, cleanUp(String?, String?) }
+        enum Next { case done, paused, relaunch, cleanUp(String?) }
         let next: Next = state.withLock { state in
             state.run = nil
             switch state.phase {
@@ -92,7 +91,7 @@ public final class DownloadTask: Sendable {
                 }
                 return .done
             case .cancelling:
-                return .cleanUp(state.destination, state.id)
+                return .cleanUp(state.destination)
             default:
                 return .done
             }
@@ -100,8 +99,8 @@ public final class DownloadTask: Sendable {
         switch next {
         case .paused, .relaunch:
             return
-        case .cleanUp(let destination, let id):
-            await removePartial(destination: destination, id: id)
+        case .cleanUp(let destination):
+            await removePartial(destination: destination)
             finish(.failure(.cancelled))
         case .done:
             finish(result)
@@ -120,12 +119,10 @@ public final class DownloadTask: Sendable {
     }
 
     /// Runs in a task of its own: the run that was cancelled must not cut its own clean-up short.
-    private func removePartial(destination: String?, id: String?) async {
+    private func removePartial(destination: String?) async {
+        guard let destination else { return }
         let store = self.store
-        await Task {
-            if let destination { try? FileManager.default.removeItem(atPath: destination + ".part") }
-            if let id { try? await store.delete(id: id) }
-        }.value
+        await Task { await PartFile.discard(destination: destination, store: store) }.value
     }
 
     /// Stops transferring and keeps the partial and its record; ``resume()`` continues.
@@ -176,7 +173,7 @@ public final class DownloadTask: Sendable {
     /// Stops the download and removes its partial file and record. ``result()`` then throws a
     /// ``DownloadError`` of kind ``DownloadError/Kind/cancelled``.
     public func cancel() {
-        let cleanUpNow: (String?, String?)? = state.withLock { state in
+        let cleanUpNow: String?? = state.withLock { state in
             switch state.phase {
             case .running, .pausing, .resuming:
                 state.phase = .cancelling
@@ -184,14 +181,14 @@ public final class DownloadTask: Sendable {
                 return nil
             case .paused:
                 state.phase = .cancelling
-                return (state.destination, state.id)
+                return .some(state.destination)
             case .cancelling, .finished:
                 return nil
             }
         }
-        if let (destination, id) = cleanUpNow {
+        if let destination = cleanUpNow {
             Task {
-                await removePartial(destination: destination, id: id)
+                await removePartial(destination: destination)
                 finish(.failure(.cancelled))
             }
         }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import CHaulSystem
+import Foundation
 import NIOCore
 
 /// The open `DEST.part` of one download: positional writes, flushes, and the lock that
@@ -142,5 +143,18 @@ final class PartFile: Sendable {
         guard fd >= 0 else { return }
         _ = fsync(fd)
         close(fd)
+    }
+}
+
+extension PartFile {
+    /// Deletes `destination.part` and its record, unless another writer holds the part file's
+    /// lock right now (then both stay: that writer still needs them).
+    static func discard(destination: String, store: Store) async {
+        let path = destination + ".part"
+        if FileManager.default.fileExists(atPath: path) {
+            guard let part = try? PartFile(path: path), (try? part.tryLock()) == .some(nil) else { return }
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        try? await store.delete(destination: destination)
     }
 }
