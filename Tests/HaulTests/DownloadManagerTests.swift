@@ -17,222 +17,202 @@ import Testing
         }
     }
 
-    @Test func manyDownloadsRunNoMoreThanTheLimitAtOnce() async throws {
+    /// A fault server, a throwaway state folder and a manager on it, all shut down after
+    /// `body` whatever happens.
+    func withManager(maxConcurrent: Int = 5, perHost: Int = 16,
+                     _ body: (FaultServer, Harness, Downloader, DownloadManager) async throws -> Void) async throws {
         let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
-        let contents = serveFiles(server, count: 12, bytesPerSecond: 1 << 20)
         let downloader = try harness.downloader()
-        let manager = harness.manager(downloader, maxConcurrent: 3)
-        let log = await EventLog.recording(manager)
-        var ids: [String] = []
-        for index in contents.indices {
-            ids.append(try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin")))
+        let manager = harness.manager(downloader, maxConcurrent: maxConcurrent, perHost: perHost)
+        do {
+            try await body(server, harness, downloader, manager)
+        } catch {
+            await manager.shutdown()
+            try? await downloader.shutdown()
+            try? await server.shutdown()
+            throw error
         }
-        await manager.waitUntilIdle()
-        for (index, content) in contents.enumerated() {
-            #expect(digest(harness.directory.contents("f\(index).bin")) == digest(content))
-        }
-        let totals = await manager.totals()
-        #expect(totals.completed == 12 && totals.bytesDone == Int64(12 * Self.size) && totals.totalBytes == totals.bytesDone)
         await manager.shutdown()
-        await log.ended()
-        #expect(log.peakRunning == 3)
-        #expect(log.everyAttemptEndsOnce)
-        let started = log.lifecycle().filter { $0.hasPrefix("started") }
-        #expect(started == ids.map { "started \($0)" }, "equal priorities start in the order added")
         try await downloader.shutdown()
         try await server.shutdown()
+    }
+
+    @Test func manyDownloadsRunNoMoreThanTheLimitAtOnce() async throws {
+        try await withManager(maxConcurrent: 3) { server, harness, _, manager in
+            let contents = serveFiles(server, count: 12, bytesPerSecond: 1 << 20)
+            let log = await EventLog.recording(manager)
+            var ids: [String] = []
+            for index in contents.indices {
+                ids.append(try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin")))
+            }
+            await manager.waitUntilIdle()
+            for (index, content) in contents.enumerated() {
+                #expect(digest(harness.directory.contents("f\(index).bin")) == digest(content))
+            }
+            let totals = await manager.totals()
+            #expect(totals.completed == 12 && totals.bytesDone == Int64(12 * Self.size) && totals.totalBytes == totals.bytesDone)
+            await manager.shutdown()
+            await log.ended()
+            #expect(log.peakRunning == 3)
+            #expect(log.everyAttemptEndsOnce)
+            let started = log.lifecycle().filter { $0.hasPrefix("started") }
+            #expect(started == ids.map { "started \($0)" }, "equal priorities start in the order added")
+        }
     }
 
     @Test func addingTheSameDownloadTwiceReturnsTheFirst() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        _ = serveFiles(server, count: 2, bytesPerSecond: 256 << 10)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader)
-        let first = try await manager.add(harness.request(server.url("/f0.bin"), file: "x.bin"))
-        let again = try await manager.add(harness.request(server.url("/f0.bin"), file: "x.bin"))
-        #expect(again == first)
-        // The same file from another URL is refused, unless replacing.
-        await #expect(throws: DownloadError.self) {
-            try await manager.add(harness.request(server.url("/f1.bin"), file: "x.bin"))
+        try await withManager { server, harness, _, manager in
+            _ = serveFiles(server, count: 2, bytesPerSecond: 256 << 10)
+            let first = try await manager.add(harness.request(server.url("/f0.bin"), file: "x.bin"))
+            let again = try await manager.add(harness.request(server.url("/f0.bin"), file: "x.bin"))
+            #expect(again == first)
+            // The same file from another URL is refused, unless replacing.
+            await #expect(throws: DownloadError.self) {
+                try await manager.add(harness.request(server.url("/f1.bin"), file: "x.bin"))
+            }
+            let replacement = try await manager.add(harness.request(server.url("/f1.bin"), file: "x.bin"), replacing: true)
+            #expect(replacement != first)
+            #expect(await manager.download(first) == nil)
+            await manager.waitUntilIdle()
+            #expect(await manager.download(replacement)?.status == .completed)
+            #expect(digest(harness.directory.contents("x.bin")) == digest(testBytes(Self.size, seed: 101)))
         }
-        let replacement = try await manager.add(harness.request(server.url("/f1.bin"), file: "x.bin"), replacing: true)
-        #expect(replacement != first)
-        #expect(await manager.download(first) == nil)
-        await manager.waitUntilIdle()
-        #expect(await manager.download(replacement)?.status == .completed)
-        #expect(digest(harness.directory.contents("x.bin")) == digest(testBytes(Self.size, seed: 101)))
-        await manager.shutdown()
-        try await downloader.shutdown()
-        try await server.shutdown()
     }
 
     @Test func aDependantStartsAfterItsDependencyAndFailsWithIt() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        _ = serveFiles(server, count: 2)
-        var missing = Route(content: [])
-        missing.status = 404
-        server.serve("/missing", missing)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader)
-        let log = await EventLog.recording(manager)
-        let a = try await manager.add(harness.request(server.url("/f0.bin"), file: "a.bin"))
-        let b = try await manager.add(harness.request(server.url("/f1.bin"), file: "b.bin"), after: [a])
-        let broken = try await manager.add(harness.request(server.url("/missing"), file: "m.bin"))
-        let orphan = try await manager.add(harness.request(server.url("/f1.bin"), file: "c.bin"), after: [broken])
-        await #expect(throws: DownloadError.self) {
-            try await manager.add(harness.request(server.url("/f1.bin"), file: "d.bin"), after: ["nosuchid"])
+        try await withManager { server, harness, downloader, manager in
+            _ = serveFiles(server, count: 2)
+            var missing = Route(content: [])
+            missing.status = 404
+            server.serve("/missing", missing)
+            let log = await EventLog.recording(manager)
+            let a = try await manager.add(harness.request(server.url("/f0.bin"), file: "a.bin"))
+            let b = try await manager.add(harness.request(server.url("/f1.bin"), file: "b.bin"), after: [a])
+            let broken = try await manager.add(harness.request(server.url("/missing"), file: "m.bin"))
+            let orphan = try await manager.add(harness.request(server.url("/f1.bin"), file: "c.bin"), after: [broken])
+            await #expect(throws: DownloadError.self) {
+                try await manager.add(harness.request(server.url("/f1.bin"), file: "d.bin"), after: ["nosuchid"])
+            }
+            await manager.waitUntilIdle()
+            await manager.shutdown()
+            await log.ended()
+            let order = log.lifecycle()
+            let completedA = try #require(order.firstIndex(of: "completed \(a)"))
+            let startedB = try #require(order.firstIndex(of: "started \(b)"))
+            #expect(completedA < startedB)
+            let failed = try #require(await manager.download(orphan))
+            #expect(failed.status == .failed)
+            #expect(failed.error?.kind == .dependency)
+            #expect(failed.error?.message.contains(broken) == true)
+            #expect(!log.lifecycle(of: orphan).contains("started \(orphan)"))
+            // The store remembers why.
+            let restored = harness.manager(downloader)
+            try await restored.restore()
+            #expect(await restored.download(orphan)?.error == failed.error)
+            #expect(await restored.download(b)?.status == .completed)
+            await restored.shutdown()
         }
-        await manager.waitUntilIdle()
-        await manager.shutdown()
-        await log.ended()
-        let order = log.lifecycle()
-        let completedA = try #require(order.firstIndex(of: "completed \(a)"))
-        let startedB = try #require(order.firstIndex(of: "started \(b)"))
-        #expect(completedA < startedB)
-        let failed = try #require(await manager.download(orphan))
-        #expect(failed.status == .failed)
-        #expect(failed.error?.kind == .dependency)
-        #expect(failed.error?.message.contains(broken) == true)
-        #expect(!log.lifecycle(of: orphan).contains("started \(orphan)"))
-        // The store remembers why.
-        let restored = harness.manager(downloader)
-        try await restored.restore()
-        #expect(await restored.download(orphan)?.error == failed.error)
-        #expect(await restored.download(b)?.status == .completed)
-        await restored.shutdown()
-        try await downloader.shutdown()
-        try await server.shutdown()
     }
 
     @Test func pauseKeepsThePartialAndResumeFinishesIt() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        var route = Route(content: testBytes(2 << 20, seed: 5))
-        route.bytesPerSecond = 2 << 20
-        server.serve("/big.bin", route)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader)
-        let log = await EventLog.recording(manager)
-        let id = try await manager.add(harness.request(server.url("/big.bin"), file: "big.bin"))
-        #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 300_000 })
-        await manager.pause(id)
-        #expect(await manager.download(id)?.status == .paused)
-        #expect(harness.directory.exists("big.bin.part"))
-        await manager.waitUntilIdle()
-        await manager.resume(id)
-        #expect(try await log.waitFor("completed \(id)"))
-        #expect(digest(harness.directory.contents("big.bin")) == digest(route.content))
-        #expect(server.stats("/big.bin").bodyBytesSent <= route.content.count + ResumeTests.inFlightAllowance)
-        await manager.shutdown()
-        await log.ended()
-        #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)", "completed \(id)"])
-        try await downloader.shutdown()
-        try await server.shutdown()
+        try await withManager { server, harness, _, manager in
+            var route = Route(content: testBytes(2 << 20, seed: 5))
+            route.bytesPerSecond = 2 << 20
+            server.serve("/big.bin", route)
+            let log = await EventLog.recording(manager)
+            let id = try await manager.add(harness.request(server.url("/big.bin"), file: "big.bin"))
+            #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 300_000 })
+            await manager.pause(id)
+            #expect(await manager.download(id)?.status == .paused)
+            #expect(harness.directory.exists("big.bin.part"))
+            await manager.waitUntilIdle()
+            await manager.resume(id)
+            #expect(try await log.waitFor("completed \(id)"))
+            #expect(digest(harness.directory.contents("big.bin")) == digest(route.content))
+            #expect(server.stats("/big.bin").bodyBytesSent <= route.content.count + ResumeTests.inFlightAllowance)
+            await manager.shutdown()
+            await log.ended()
+            #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)", "completed \(id)"])
+        }
     }
 
     @Test func cancelDeletesThePartialAndRemoveForgetsTheDownload() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        var route = Route(content: testBytes(2 << 20, seed: 6))
-        route.bytesPerSecond = 1 << 20
-        server.serve("/big.bin", route)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader)
-        let log = await EventLog.recording(manager)
-        let cancelled = try await manager.add(harness.request(server.url("/big.bin"), file: "c.bin"))
-        let removed = try await manager.add(harness.request(server.url("/big.bin"), file: "r.bin"))
-        #expect(try await waitUntil { fileSize(harness.directory.file("c.bin.part")) > 100_000
-            && fileSize(harness.directory.file("r.bin.part")) > 100_000 })
-        await manager.cancel(cancelled)
-        await manager.remove(removed)
-        #expect(await manager.download(cancelled)?.error?.kind == .cancelled)
-        #expect(await manager.download(removed) == nil)
-        #expect(!harness.directory.exists("c.bin.part") && !harness.directory.exists("r.bin.part"))
-        await manager.shutdown()
-        await log.ended()
-        #expect(log.lifecycle(of: removed).last == "removed \(removed)")
-        #expect(log.lifecycle(of: cancelled).last == "failed \(cancelled)")
-        #expect(log.everyAttemptEndsOnce)
-        try await downloader.shutdown()
-        try await server.shutdown()
+        try await withManager { server, harness, _, manager in
+            var route = Route(content: testBytes(2 << 20, seed: 6))
+            route.bytesPerSecond = 1 << 20
+            server.serve("/big.bin", route)
+            let log = await EventLog.recording(manager)
+            let cancelled = try await manager.add(harness.request(server.url("/big.bin"), file: "c.bin"))
+            let removed = try await manager.add(harness.request(server.url("/big.bin"), file: "r.bin"))
+            #expect(try await waitUntil { fileSize(harness.directory.file("c.bin.part")) > 100_000
+                && fileSize(harness.directory.file("r.bin.part")) > 100_000 })
+            await manager.cancel(cancelled)
+            await manager.remove(removed)
+            #expect(await manager.download(cancelled)?.error?.kind == .cancelled)
+            #expect(await manager.download(removed) == nil)
+            #expect(!harness.directory.exists("c.bin.part") && !harness.directory.exists("r.bin.part"))
+            await manager.shutdown()
+            await log.ended()
+            #expect(log.lifecycle(of: removed).last == "removed \(removed)")
+            #expect(log.lifecycle(of: cancelled).last == "failed \(cancelled)")
+            #expect(log.everyAttemptEndsOnce)
+        }
     }
 
     @Test func aMovedDownloadStartsFirst() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        _ = serveFiles(server, count: 4, bytesPerSecond: 1 << 20)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader, maxConcurrent: 1)
-        let log = await EventLog.recording(manager)
-        var ids: [String] = []
-        for index in 0..<4 {
-            ids.append(try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin")))
+        try await withManager(maxConcurrent: 1) { server, harness, _, manager in
+            _ = serveFiles(server, count: 4, bytesPerSecond: 1 << 20)
+            let log = await EventLog.recording(manager)
+            var ids: [String] = []
+            for index in 0..<4 {
+                ids.append(try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin")))
+            }
+            // ids[0] is running; of the waiting ids[1...3], move the last to the front.
+            #expect(await manager.move(ids[3], to: 0) == 0)
+            await manager.waitUntilIdle()
+            await manager.shutdown()
+            await log.ended()
+            let started = log.lifecycle().filter { $0.hasPrefix("started") }
+            #expect(started == [ids[0], ids[3], ids[1], ids[2]].map { "started \($0)" })
         }
-        // ids[0] is running; of the waiting ids[1...3], move the last to the front.
-        #expect(await manager.move(ids[3], to: 0) == 0)
-        await manager.waitUntilIdle()
-        await manager.shutdown()
-        await log.ended()
-        let started = log.lifecycle().filter { $0.hasPrefix("started") }
-        #expect(started == [ids[0], ids[3], ids[1], ids[2]].map { "started \($0)" })
-        try await downloader.shutdown()
-        try await server.shutdown()
     }
 
     @Test func theHostLimitCapsDownloadsToOneServer() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        let contents = serveFiles(server, count: 6, bytesPerSecond: 1 << 20)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader, maxConcurrent: 5, perHost: 2)
-        let log = await EventLog.recording(manager)
-        for index in contents.indices {
-            try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin"))
+        try await withManager(maxConcurrent: 5, perHost: 2) { server, harness, _, manager in
+            let contents = serveFiles(server, count: 6, bytesPerSecond: 1 << 20)
+            let log = await EventLog.recording(manager)
+            for index in contents.indices {
+                try await manager.add(harness.request(server.url("/f\(index).bin"), file: "f\(index).bin"))
+            }
+            await manager.waitUntilIdle()
+            #expect(await manager.totals().completed == 6)
+            await manager.shutdown()
+            await log.ended()
+            #expect(log.peakRunning == 2)
         }
-        await manager.waitUntilIdle()
-        #expect(await manager.totals().completed == 6)
-        await manager.shutdown()
-        await log.ended()
-        #expect(log.peakRunning == 2)
-        try await downloader.shutdown()
-        try await server.shutdown()
     }
 
     /// Segmented downloads take extra connections only while the host has free slots.
     @Test func theHostLimitCountsEveryConnectionOfSegmentedDownloads() async throws {
-        let server = try await FaultServer.start()
-        let harness = try Harness()
-        defer { harness.remove() }
-        var route = Route(content: testBytes(4 << 20, seed: 9))
-        route.bytesPerSecond = 2 << 20
-        server.serve("/big.bin", route)
-        let downloader = try harness.downloader()
-        let manager = harness.manager(downloader, maxConcurrent: 5, perHost: 5)
-        for name in ["a.bin", "b.bin"] {
-            try await manager.add(harness.request(server.url("/big.bin"), file: name) {
-                $0.connections = 8
-                $0.minimumSplitSize = 128 << 10
-            })
+        try await withManager(maxConcurrent: 5, perHost: 5) { server, harness, _, manager in
+            var route = Route(content: testBytes(4 << 20, seed: 9))
+            route.bytesPerSecond = 2 << 20
+            server.serve("/big.bin", route)
+            for name in ["a.bin", "b.bin"] {
+                try await manager.add(harness.request(server.url("/big.bin"), file: name) {
+                    $0.connections = 8
+                    $0.minimumSplitSize = 128 << 10
+                })
+            }
+            await manager.waitUntilIdle()
+            #expect(await manager.totals().completed == 2)
+            #expect(digest(harness.directory.contents("a.bin")) == digest(route.content))
+            #expect(digest(harness.directory.contents("b.bin")) == digest(route.content))
+            #expect(server.peakConcurrentBodies <= 5, "peak \(server.peakConcurrentBodies) connections")
+            #expect(server.peakConcurrentBodies >= 3, "segmented downloads still used the free slots")
         }
-        await manager.waitUntilIdle()
-        #expect(await manager.totals().completed == 2)
-        #expect(digest(harness.directory.contents("a.bin")) == digest(route.content))
-        #expect(digest(harness.directory.contents("b.bin")) == digest(route.content))
-        #expect(server.peakConcurrentBodies <= 5, "peak \(server.peakConcurrentBodies) connections")
-        #expect(server.peakConcurrentBodies >= 3, "segmented downloads still used the free slots")
-        await manager.shutdown()
-        try await downloader.shutdown()
-        try await server.shutdown()
     }
 
     /// A new manager on the same store picks up where the last one stopped, as after a crash:
