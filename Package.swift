@@ -15,6 +15,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -31,10 +34,25 @@ let package = Package(
             ]
         ),
         .target(name: "CHaulSystem"),
+        .target(
+            name: "HaulDaemon",
+            dependencies: [
+                "Haul",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "HaulCLI",
             dependencies: [
                 "Haul",
+                "HaulDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -58,7 +76,10 @@ let package = Package(
             dependencies: [
                 "Haul",
                 "HaulCLI",
+                "HaulDaemon",
                 "HaulTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Installs the system packages Haul needs (Debian/Ubuntu): SQLite headers for GRDB, and with
-# --with-test-servers nginx for the end-to-end tests. Does nothing for what is already there.
+# Installs what Haul needs (Debian/Ubuntu): SQLite headers for GRDB; with --with-test-servers also
+# what the end-to-end tests talk to: nginx, Chromium (the daemon's web page) and the aria2p
+# client library from PyPI. Does nothing for what is already there.
 set -euo pipefail
 
 packages=()
 dpkg -s libsqlite3-dev >/dev/null 2>&1 || packages+=(libsqlite3-dev)
 if [[ "${1:-}" == "--with-test-servers" ]]; then
     command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || packages+=(nginx)
+    command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+    command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
 fi
-[[ ${#packages[@]} -eq 0 ]] && exit 0
 
 sudo=""
 [[ $(id -u) -ne 0 ]] && sudo="sudo"
-echo "installing: ${packages[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+if [[ ${#packages[@]} -gt 0 ]]; then
+    echo "installing: ${packages[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+if [[ "${1:-}" == "--with-test-servers" ]] && ! python3 -c 'import aria2p' 2>/dev/null; then
+    echo "installing: aria2p (PyPI)" >&2
+    python3 -m pip install --quiet --disable-pip-version-check aria2p 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages aria2p
+fi

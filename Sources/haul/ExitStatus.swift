@@ -10,6 +10,9 @@ enum ExitStatus {
         64 bad command line; 130 interrupted (paused, rerun to continue; 143 for SIGTERM).
         """
 
+    /// A URL or option is unusable.
+    static let unusable: Int32 = 2
+
     static func code(for error: DownloadError) -> Int32 {
         switch error.kind {
         case .invalidRequest: 2

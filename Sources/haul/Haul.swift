@@ -7,6 +7,6 @@ struct HaulCommand: AsyncParsableCommand {
         commandName: "haul",
         abstract: "A resumable HTTP(S) download manager: interrupt it any way you like, rerun, lose nothing.",
         version: HaulVersion.string,
-        subcommands: [GetCommand.self],
+        subcommands: [GetCommand.self, DaemonCommand.self],
         defaultSubcommand: nil)
 }

@@ -10,6 +10,8 @@ public struct DownloadProgress: Sendable, Hashable {
     public var totalBytes: Int64?
     /// Smoothed transfer rate in bytes per second.
     public var bytesPerSecond: Double
+    /// Connections reading at the moment of the snapshot (more than 1 for a segmented download).
+    public var connections: Int = 1
     /// A passing condition worth showing: "retrying in 2 s: 503 Service Unavailable".
     public var note: String?
 

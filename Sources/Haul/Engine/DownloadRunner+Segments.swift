@@ -129,7 +129,8 @@ extension DownloadRunner {
                 if let ranges = after.checkpoint { try await context.checkpointer.request(ranges) }
                 if let report = after.report {
                     events.progress(DownloadProgress(destination: context.destination, bytesDone: report.bytes,
-                                                     totalBytes: context.total, bytesPerSecond: report.bytesPerSecond))
+                                                     totalBytes: context.total, bytesPerSecond: report.bytesPerSecond,
+                                                     connections: report.connections))
                 }
                 // Reached the end, or another connection took over the rest: stop reading.
                 if after.accepted < buffer.readableBytes { return }

@@ -5,14 +5,15 @@ import Synchronization
 /// One limiter can be shared by all connections of all downloads (a global limit) or belong
 /// to one download.
 public final class RateLimiter: Sendable {
-    /// The rate, in bytes per second.
-    public let bytesPerSecond: Int64
+    /// The rate, in bytes per second; 0 lets everything through.
+    public var bytesPerSecond: Int64 { rate.load(ordering: .relaxed) }
+    private let rate: Atomic<Int64>
     private let elapsed: @Sendable () -> Duration
     private let sleep: @Sendable (Duration) async throws -> Void
     /// When (on `elapsed`'s scale) the next byte may flow.
     private let nextFree = Mutex<Duration>(.zero)
 
-    /// A limiter of `bytesPerSecond`, timed by `clock` (tests inject a fast one).
+    /// A limiter of `bytesPerSecond` (0: no limit until ``setRate(_:)``), timed by `clock` (tests inject a fast one).
     public convenience init(bytesPerSecond: Int64, clock: any Clock<Duration> = ContinuousClock()) {
         let (elapsed, sleep) = Self.timing(clock)
         self.init(bytesPerSecond: bytesPerSecond, elapsed: elapsed, sleep: sleep)
@@ -20,7 +21,7 @@ public final class RateLimiter: Sendable {
 
     private init(bytesPerSecond: Int64, elapsed: @escaping @Sendable () -> Duration,
                  sleep: @escaping @Sendable (Duration) async throws -> Void) {
-        self.bytesPerSecond = max(1, bytesPerSecond)
+        rate = Atomic(max(0, bytesPerSecond))
         self.elapsed = elapsed
         self.sleep = sleep
     }
@@ -30,9 +31,16 @@ public final class RateLimiter: Sendable {
         return ({ start.duration(to: clock.now) }, { try await clock.sleep(for: $0) })
     }
 
+    /// Changes the rate for every byte from now on; 0 or nil lets everything through.
+    public func setRate(_ bytesPerSecond: Int64?) {
+        rate.store(max(0, bytesPerSecond ?? 0), ordering: .relaxed)
+    }
+
     /// Waits until `bytes` more may flow. Throws ``DownloadError/cancelled`` when the task is cancelled.
     func acquire(_ bytes: Int) async throws(DownloadError) {
-        let cost = Duration.nanoseconds(Int64(bytes) * 1_000_000_000 / bytesPerSecond)
+        let rate = bytesPerSecond
+        guard rate > 0 else { return }
+        let cost = Duration.nanoseconds(Int64(bytes) * 1_000_000_000 / rate)
         let now = elapsed()
         let wait: Duration = nextFree.withLock { next in
             // An idle limiter does not bank time: a pause never buys a burst afterwards.

@@ -19,8 +19,8 @@ final class SegmentBoard: Sendable {
         var accepted: Int
         /// Ranges to checkpoint now, when one is due.
         var checkpoint: ByteRanges?
-        /// Bytes done and the smoothed rate, when a progress report is due.
-        var report: (bytes: Int64, bytesPerSecond: Double)?
+        /// Bytes done, the smoothed rate and the connections reading, when a progress report is due.
+        var report: (bytes: Int64, bytesPerSecond: Double, connections: Int)?
     }
 
     private let state: Mutex<State>
@@ -77,7 +77,7 @@ final class SegmentBoard: Sendable {
             if now - state.lastReport >= DownloadRunner.progressInterval {
                 state.lastReport = now
                 state.meter.sample(bytes: state.fetched, at: now)
-                outcome.report = (bytes, state.meter.bytesPerSecond)
+                outcome.report = (bytes, state.meter.bytesPerSecond, state.planner.active.count)
             }
             return outcome
         }

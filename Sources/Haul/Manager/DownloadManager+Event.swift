@@ -52,6 +52,8 @@ extension DownloadManager {
         public var result: DownloadResult?
         /// Set when ``status`` is ``DownloadStatus/failed``.
         public var error: DownloadError?
+        /// The request it runs with: its URL, the destination asked for, and its options.
+        public var request: DownloadRequest
         /// When the current or last attempt started and ended, in this process.
         public var startedAt: ContinuousClock.Instant?
         public var endedAt: ContinuousClock.Instant?

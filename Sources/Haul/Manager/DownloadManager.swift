@@ -46,8 +46,8 @@ public actor DownloadManager {
 
     struct Job {
         var record: JobRecord
-        /// The host its connections count against, worked out once.
-        let host: String
+        /// The host its connections count against, worked out once per URL.
+        var host: String
         var task: DownloadTask?
         var monitor: Task<Void, Never>?
         var attempt = 0
@@ -70,7 +70,7 @@ public actor DownloadManager {
 
     let downloader: Downloader
     let store: Store
-    let policy: QueuePolicy
+    var policy: QueuePolicy
     let hosts: HostConnections
     let queue: String
     var jobs: [ID: Job] = [:]
@@ -106,12 +106,13 @@ public actor DownloadManager {
     ///     one fails with a ``DownloadError/Kind/dependency`` error.
     ///   - replacing: when another URL already downloads to the same file, remove that download
     ///     (and its partial file) instead of failing.
+    ///   - paused: add it paused: it waits until ``resume(_:)`` (aria2's `pause` option).
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` for an unknown
     ///   dependency or a destination taken by another URL; ``DownloadError/Kind/io`` when the
     ///   store fails.
     @discardableResult
     public func add(_ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
-                    replacing: Bool = false) async throws(DownloadError) -> ID {
+                    replacing: Bool = false, paused: Bool = false) async throws(DownloadError) -> ID {
         guard !isShutDown else { throw .invalidRequest("the download manager has shut down") }
         for dependency in dependencies where jobs[dependency] == nil {
             throw .invalidRequest("unknown download \(dependency) to depend on")
@@ -143,8 +144,9 @@ public actor DownloadManager {
             }
         }
         let id = Self.makeID()
-        let record = JobRecord(id: id, queue: queue, request: request, priority: priority, position: nextPosition,
+        var record = JobRecord(id: id, queue: queue, request: request, priority: priority, position: nextPosition,
                                dependencies: dependencies)
+        if paused { record.status = .paused }
         nextPosition += 1
         try persist([record])
         jobs[id] = Job(record: record)
@@ -260,7 +262,7 @@ public actor DownloadManager {
         Download(id: job.record.id, url: job.record.url, destination: job.record.resolvedPath ?? job.record.destinationPath,
                  destinationIsFile: job.record.resolvedPath != nil || job.record.destinationKind == "file",
                  status: job.record.status, priority: job.record.priority, dependencies: job.record.dependencyIDs,
-                 progress: job.progress, result: job.result, error: job.error,
+                 progress: job.progress, result: job.result, error: job.error, request: job.record.request,
                  startedAt: job.startedAt, endedAt: job.endedAt)
     }
 

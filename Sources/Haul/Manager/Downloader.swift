@@ -23,7 +23,8 @@ public final class Downloader: Sendable {
         public var logger = Logger(label: "haul")
         /// Drives retry waits and lock polling; tests inject a fast one.
         public var clock: any Clock<Duration> = ContinuousClock()
-        /// A rate limit in bytes per second shared by every connection of every download.
+        /// A rate limit in bytes per second shared by every connection of every download;
+        /// ``Downloader/setRateLimit(_:)`` changes it later.
         public var rateLimit: Int64?
         /// Jitter for retry backoff, a number in `0..<1`.
         public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
@@ -47,7 +48,9 @@ public final class Downloader: Sendable {
     let configuration: Configuration
     let store: Store
     private let client: HTTPClient
-    private let globalLimiter: RateLimiter?
+    /// Shared by every download; without a limit it lets everything through at the cost of
+    /// one atomic load per read.
+    private let globalLimiter: RateLimiter
 
     /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)``.
     ///
@@ -56,7 +59,20 @@ public final class Downloader: Sendable {
         self.configuration = configuration
         store = try Store(directory: configuration.stateDirectory)
         client = HTTPTransport.makeClient(stallTimeout: configuration.stallTimeout, rateLimit: configuration.rateLimit)
-        globalLimiter = configuration.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }
+        globalLimiter = RateLimiter(bytesPerSecond: configuration.rateLimit ?? 0, clock: configuration.clock)
+    }
+
+    /// The rate limit shared by every connection of every download, in bytes per second.
+    public var rateLimit: Int64? {
+        let rate = globalLimiter.bytesPerSecond
+        return rate > 0 ? rate : nil
+    }
+
+    /// Changes the shared rate limit for every byte from now on, running downloads included;
+    /// nil or 0 removes it. Reads stay the size the client was made with, so a limit set here
+    /// paces in coarser steps than one given in ``Configuration/rateLimit``.
+    public func setRateLimit(_ bytesPerSecond: Int64?) {
+        globalLimiter.setRate(bytesPerSecond)
     }
 
     /// Closes the HTTP client. Downloads still running fail.

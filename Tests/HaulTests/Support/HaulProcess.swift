@@ -4,6 +4,10 @@ import Foundation
 struct HaulProcess {
     let process = Process()
     private let stderrPipe = Pipe()
+    /// Where stderr goes instead of the pipe, for long-running processes that could fill it.
+    private let stderrFile: String?
+    /// Where stdout goes; nil sends it to /dev/null.
+    private let stdoutFile: String?
 
     /// `.build/<triple>/debug/haul`, next to the test bundle.
     static var executable: String {
@@ -14,12 +18,25 @@ struct HaulProcess {
         return root.appendingPathComponent(".build/debug/haul").path
     }
 
-    init(_ arguments: [String], in directory: String) throws {
+    init(_ arguments: [String], in directory: String, stderrFile: String? = nil, stdoutFile: String? = nil) throws {
+        self.stderrFile = stderrFile
+        self.stdoutFile = stdoutFile
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.standardError = stderrPipe
-        process.standardOutput = FileHandle.nullDevice
+        if let stderrFile {
+            FileManager.default.createFile(atPath: stderrFile, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: stderrFile)
+        } else {
+            process.standardError = stderrPipe
+        }
+        if let stdoutFile {
+            // A file, not a pipe: nothing blocks the process however much it prints before it is read.
+            FileManager.default.createFile(atPath: stdoutFile, contents: nil)
+            process.standardOutput = FileHandle(forWritingAtPath: stdoutFile)
+        } else {
+            process.standardOutput = FileHandle.nullDevice
+        }
         process.standardInput = FileHandle.nullDevice
         try process.run()
     }
@@ -34,14 +51,34 @@ struct HaulProcess {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        let text = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (process.terminationStatus, text)
+        return (process.terminationStatus, stderr)
+    }
+
+    /// What went to stderr (so far, when it goes to a file).
+    var stderr: String {
+        if let stderrFile { return (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "" }
+        return String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    /// What went to stdout so far ("" unless it goes to a file).
+    var stdout: String {
+        stdoutFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
     }
 
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
     static func run(_ arguments: [String], in directory: String) async throws -> (status: Int32, stderr: String) {
         try await HaulProcess(arguments, in: directory).finish()
+    }
+
+    /// Runs to the end (at most `timeout`) and returns the exit status, stdout and stderr.
+    static func capture(_ arguments: [String], in directory: String,
+                        timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let stdoutFile = (NSTemporaryDirectory() as NSString).appendingPathComponent("haul-stdout-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(atPath: stdoutFile) }
+        let haul = try HaulProcess(arguments, in: directory, stdoutFile: stdoutFile)
+        let (status, stderr) = try await haul.finish(timeout: timeout)
+        return (status, haul.stdout, stderr)
     }
 
     struct TimeoutError: Error {}

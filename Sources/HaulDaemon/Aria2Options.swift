@@ -1,0 +1,191 @@
+import Foundation
+import Haul
+
+/// The daemon-wide options of aria2 that Haul honours, as `getGlobalOption` shows them and
+/// `changeGlobalOption` changes them. Per-download options start from these.
+struct GlobalOptions: Sendable {
+    /// Where downloads go without a `dir` option.
+    var dir: String
+    /// Connections per download (aria2's `split`). aria2's default is 5 with 1 connection per
+    /// server, which makes 1; Haul defaults both to 4, like `haul get -x`.
+    var split = 4
+    var maxConnectionPerServer = 4
+    var minSplitSize: Int64 = 1 << 20
+    /// Each new download's own rate limit, 0 for none.
+    var maxDownloadLimit: Int64 = 0
+    var maxTries = 5
+    var retryWait = 1
+
+    var connections: Int { min(split, maxConnectionPerServer) }
+}
+
+/// Reading aria2 options (every value a string, as aria2 wants them; JSON numbers are accepted
+/// too) into a ``DownloadRequest``, and writing one back for `getOption`.
+enum Aria2Options {
+    /// The option names `addUri` and `changeOption` understand; others are ignored, as aria2
+    /// ignores options it does not know.
+    static let perDownload: Set<String> = [
+        "dir", "out", "split", "max-connection-per-server", "min-split-size", "checksum", "header", "pause",
+        "max-download-limit", "max-tries", "retry-wait", "allow-overwrite",
+    ]
+
+    /// A new request for `url` from `options` over `defaults`, and whether to add it paused.
+    static func request(url: String, options: [String: JSONValue], defaults: GlobalOptions) throws(RPCError) -> (DownloadRequest, paused: Bool) {
+        try validate(url: url)
+        var request = DownloadRequest(url: url, directory: defaults.dir)
+        request.connections = defaults.connections
+        request.minimumSplitSize = defaults.minSplitSize
+        request.rateLimit = defaults.maxDownloadLimit > 0 ? defaults.maxDownloadLimit : nil
+        request.maxTries = defaults.maxTries
+        request.retryWait = .seconds(defaults.retryWait)
+        try apply(options, to: &request, defaults: defaults)
+        return (request, try bool(options["pause"], "pause") ?? false)
+    }
+
+    /// Changes `request` by `options`. `dir` and `out` together make the destination.
+    static func apply(_ options: [String: JSONValue], to request: inout DownloadRequest, defaults: GlobalOptions) throws(RPCError) {
+        let current = destinationParts(request.destination)
+        if options["dir"] != nil || options["out"] != nil {
+            let dir = try string(options["dir"], "dir").map(absolute) ?? current.dir
+            let out = try string(options["out"], "out") ?? current.out
+            if let out, !out.isEmpty {
+                guard !out.hasPrefix("/"), !out.split(separator: "/").contains("..") else {
+                    throw .failed("out must be a file name inside dir, not \(out)")
+                }
+                request.destination = .file((dir as NSString).appendingPathComponent(out))
+            } else {
+                request.destination = .directory(dir)
+            }
+        }
+        let split = try integer(options["split"], "split", in: 1...16)
+        let perServer = try integer(options["max-connection-per-server"], "max-connection-per-server", in: 1...16)
+        if split != nil || perServer != nil {
+            request.connections = min(split.map(Int.init) ?? defaults.split, perServer.map(Int.init) ?? defaults.maxConnectionPerServer)
+        }
+        if let size = try size(options["min-split-size"], "min-split-size") {
+            guard size >= 1 << 20 else { throw .failed("min-split-size must be between 1M and 1G") }
+            request.minimumSplitSize = size
+        }
+        if let text = try string(options["checksum"], "checksum") {
+            do { request.checksum = try Checksum(parsing: text) } catch { throw .failed("checksum: \(error)") }
+        }
+        if let headers = options["header"] {
+            request.headers = try headerList(headers).map { line throws(RPCError) in
+                guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
+                    throw .failed("header must be 'Name: value', not \(line)")
+                }
+                let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                guard !name.contains(where: { $0.isWhitespace || $0.isNewline }), !value.contains(where: \.isNewline) else {
+                    throw .failed("header must be one line 'Name: value', not \(line.debugDescription)")
+                }
+                return (name, value)
+            }
+        }
+        if let limit = try size(options["max-download-limit"], "max-download-limit") {
+            request.rateLimit = limit > 0 ? limit : nil
+        }
+        if let tries = try integer(options["max-tries"], "max-tries", in: 0...1000) {
+            request.maxTries = tries == 0 ? Int.max : Int(tries)
+        }
+        if let wait = try integer(options["retry-wait"], "retry-wait", in: 0...600) {
+            request.retryWait = .seconds(max(1, wait))
+        }
+        if let overwrite = try bool(options["allow-overwrite"], "allow-overwrite") {
+            request.overwrite = overwrite
+        }
+    }
+
+    /// `getOption`'s answer for one download.
+    static func describe(_ request: DownloadRequest) -> JSONValue {
+        let parts = destinationParts(request.destination)
+        var object: [String: JSONValue] = [
+            "dir": .string(parts.dir),
+            "split": .string(String(request.connections)),
+            "max-connection-per-server": .string(String(request.connections)),
+            "min-split-size": .string(String(request.minimumSplitSize)),
+            "max-download-limit": .string(String(request.rateLimit ?? 0)),
+            "max-tries": .string(String(request.maxTries == Int.max ? 0 : request.maxTries)),
+            "retry-wait": .string(String(request.retryWait.components.seconds)),
+            "allow-overwrite": .string(request.overwrite ? "true" : "false"),
+        ]
+        if let out = parts.out { object["out"] = .string(out) }
+        if let checksum = request.checksum { object["checksum"] = .string(checksum.description) }
+        if !request.headers.isEmpty {
+            object["header"] = .array(request.headers.map { .string("\($0.name): \($0.value)") })
+        }
+        return .object(object)
+    }
+
+    /// A URL Haul can download: `http` or `https` with a host.
+    static func validate(url: String) throws(RPCError) {
+        guard let components = URLComponents(string: url),
+              let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = components.host, !host.isEmpty
+        else {
+            throw .failed("not a URL Haul can download: it takes http:// and https:// URLs only")
+        }
+    }
+
+    static func destinationParts(_ destination: DownloadRequest.Destination) -> (dir: String, out: String?) {
+        switch destination {
+        case .directory(let dir): (absolute(dir), nil)
+        case .file(let path):
+            ((absolute(path) as NSString).deletingLastPathComponent, (path as NSString).lastPathComponent)
+        }
+    }
+
+    static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+    }
+
+    // MARK: Values
+
+    static func string(_ value: JSONValue?, _ name: String) throws(RPCError) -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        case .int(let number)?: return String(number)
+        default: throw .failed("option \(name) must be a string")
+        }
+    }
+
+    static func integer(_ value: JSONValue?, _ name: String, in range: ClosedRange<Int64>) throws(RPCError) -> Int64? {
+        guard let text = try string(value, name) else { return nil }
+        guard let number = Int64(text), range.contains(number) else {
+            throw .failed("option \(name) must be a number between \(range.lowerBound) and \(range.upperBound), not \(text)")
+        }
+        return number
+    }
+
+    static func size(_ value: JSONValue?, _ name: String) throws(RPCError) -> Int64? {
+        guard let text = try string(value, name) else { return nil }
+        guard let bytes = ByteCount.parse(text) else {
+            throw .failed("option \(name) must be a size such as 1048576, 512K or 2M, not \(text)")
+        }
+        return bytes
+    }
+
+    static func bool(_ value: JSONValue?, _ name: String) throws(RPCError) -> Bool? {
+        switch value {
+        case nil, .null?: return nil
+        case .bool(let flag)?: return flag
+        case .string("true")?: return true
+        case .string("false")?: return false
+        default: throw .failed("option \(name) must be true or false")
+        }
+    }
+
+    /// aria2 takes `header` as one string or a list of them.
+    static func headerList(_ value: JSONValue) throws(RPCError) -> [String] {
+        switch value {
+        case .string(let line): return [line]
+        case .array(let lines):
+            return try lines.map { line throws(RPCError) in
+                guard let text = line.string else { throw .failed("header must be a list of strings") }
+                return text
+            }
+        default: throw .failed("header must be a string or a list of strings")
+        }
+    }
+}

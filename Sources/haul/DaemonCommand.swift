@@ -1,0 +1,107 @@
+import ArgumentParser
+import Foundation
+import Haul
+import HaulDaemon
+import Logging
+
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the background download service: aria2 JSON-RPC on /jsonrpc and a web page at /.",
+        discussion: """
+            Any aria2 client (aria2p, AriaNg, …) can drive it; haul add, haul ls, haul wait and the \
+            other client commands find it through the state folder. SIGTERM or Ctrl-C stops every \
+            transfer, saves its state and exits 0; the next start continues the queue, also after kill -9.
+            """)
+
+    @Option(help: "Port to listen on (0 picks a free one; it is written to daemon.json in the state folder).")
+    var rpcListenPort: Int = 6800
+
+    @Option(help: "Address to listen on. Anything but loopback needs --rpc-secret.")
+    var rpcListenAddress: String = "127.0.0.1"
+
+    @Flag(help: "Listen on every interface (0.0.0.0, like aria2's --rpc-listen-all); needs --rpc-secret.")
+    var rpcListenAll = false
+
+    @Option(help: "Secret every call must carry as its first parameter, token:SECRET (default: $HAUL_RPC_SECRET).")
+    var rpcSecret: String?
+
+    @Flag(help: "Answer web pages from any origin (for web front ends served elsewhere, like aria2's option).")
+    var rpcAllowOriginAll = false
+
+    @Option(name: [.short, .customLong("dir")], help: "Where downloads go unless a call gives a dir.")
+    var directory: String = "."
+
+    @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
+    var maxConcurrentDownloads: Int = 5
+
+    @Option(name: [.customShort("x"), .long], help: "Connections per download (aria2's split), 1–16.")
+    var connections: Int = 4
+
+    @Option(help: "Connections open to one host at once, across all downloads.")
+    var maxConnectionsPerHost: Int = 16
+
+    @Option(help: "Limit the total download rate, e.g. 2M (bytes per second; K, M, G suffixes).")
+    var limitRate: String?
+
+    @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
+    var timeout: Double = 30
+
+    @Option(help: "Run this command with GID, 1 and the file's path when a download completes.")
+    var onDownloadComplete: String?
+
+    @Option(help: "Run this command with GID, 1 and the file's path when a download fails.")
+    var onDownloadError: String?
+
+    @Flag(name: [.short, .long], help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: "Folder for the download records (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
+    var stateDir: String?
+
+    func validate() throws {
+        if !(0...65535).contains(rpcListenPort) { throw ValidationError("--rpc-listen-port must be between 0 and 65535") }
+        if !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
+        if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
+        if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
+        if let limitRate, (ByteCount.parse(limitRate) ?? 0) < 1 << 10 {
+            throw ValidationError("--limit-rate must be a rate of at least 1K, e.g. 2M")
+        }
+        if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
+    }
+
+    func run() async throws {
+        var configuration = Daemon.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory,
+                                                 directory: directory)
+        configuration.address = rpcListenAll ? "0.0.0.0" : rpcListenAddress
+        configuration.port = rpcListenPort
+        configuration.secret = rpcSecret ?? ProcessInfo.processInfo.environment["HAUL_RPC_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        configuration.allowOriginAll = rpcAllowOriginAll
+        configuration.maxConcurrentDownloads = maxConcurrentDownloads
+        configuration.maxConnectionsPerHost = maxConnectionsPerHost
+        configuration.connections = connections
+        configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
+        configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.onDownloadComplete = onDownloadComplete
+        configuration.onDownloadError = onDownloadError
+
+        let quiet = quiet
+        let level: Logger.Level = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : (quiet ? .error : .notice)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let stateDirectory = configuration.stateDirectory
+        do {
+            try await Daemon.run(configuration, logger: Logger(label: "haul-daemon")) { endpoint in
+                guard !quiet else { return }
+                Terminal.error("daemon listening on \(endpoint.rpcURL) (state: \(stateDirectory)); web page: \(endpoint.pageURL)")
+            }
+        } catch let failure as Daemon.Failure {
+            Terminal.error(failure.description)
+            throw ExitCode(ExitStatus.unusable)
+        }
+        if !quiet { Terminal.error("daemon stopped; every download's progress is saved") }
+    }
+}
