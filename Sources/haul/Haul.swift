@@ -7,6 +7,8 @@ struct HaulCommand: AsyncParsableCommand {
         commandName: "haul",
         abstract: "A resumable HTTP(S) download manager: interrupt it any way you like, rerun, lose nothing.",
         version: HaulVersion.string,
-        subcommands: [GetCommand.self, DaemonCommand.self],
+        subcommands: [GetCommand.self, DaemonCommand.self, AddCommand.self, ListCommand.self, StatusCommand.self,
+                      PauseCommand.self, ResumeCommand.self, RemoveCommand.self, WaitCommand.self, WatchCommand.self,
+                      ShutdownCommand.self],
         defaultSubcommand: nil)
 }

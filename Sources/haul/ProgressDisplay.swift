@@ -95,7 +95,7 @@ final class ProgressDisplay: Sendable {
         guard let progress = download.progress else { return (parts + ["starting"]).joined(separator: "  ") }
         if let fraction = progress.fraction {
             parts.append(String(format: "%3.0f%%", fraction * 100))
-            if Terminal.isInteractive { parts.append(bar(fraction)) }
+            if Terminal.isInteractive { parts.append(Self.bar(fraction, width: Terminal.width >= 100 ? 20 : 10)) }
             parts.append("\(Format.bytes(progress.bytesDone)) / \(Format.bytes(progress.totalBytes ?? 0))")
         } else {
             parts.append(Format.bytes(progress.bytesDone))
@@ -122,8 +122,8 @@ final class ProgressDisplay: Sendable {
         return parts.joined(separator: "  ")
     }
 
-    private func bar(_ fraction: Double) -> String {
-        let width = Terminal.width >= 100 ? 20 : 10
+    /// `[=====     ]`: `fraction` of `width` cells filled.
+    static func bar(_ fraction: Double, width: Int) -> String {
         let filled = Int(fraction * Double(width))
         return "[" + String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled) + "]"
     }
@@ -171,19 +171,7 @@ final class ProgressDisplay: Sendable {
             }
         }
         let nameWidth = min(40, rows.map { $0[0].count }.max() ?? 4)
-        var widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
-        widths[0] = nameWidth
-        var text = ""
-        for row in rows {
-            var cells = [Self.fit(row[0], nameWidth).padding(toLength: nameWidth, withPad: " ", startingAt: 0)]
-            for column in 1..<4 {
-                let cell = row[column]
-                // Numbers line up on the right.
-                cells.append(String(repeating: " ", count: widths[column] - cell.count) + cell)
-            }
-            cells.append(row[4])
-            text += cells.joined(separator: "  ") + "\n"
-        }
+        var text = Table.render(rows.map { [Self.fit($0[0], nameWidth)] + $0.dropFirst() }, rightAligned: [1, 2, 3])
         let ok = downloads.count { $0.status == .completed }
         text += "\(ok) of \(downloads.count) downloads complete, \(Format.bytes(saved)) in \(Format.duration(.now - startedAt))\n"
         return text

@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import Haul
+import HaulDaemon
+
+struct AddCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Queue URLs on the running daemon and print each one's GID.",
+        discussion: """
+            One GID a line on stdout, in the order of the URLs, so gid=$(haul add URL) works. A URL \
+            the daemon refuses is reported on stderr and the others are still added.
+
+            Exit status: \(ClientExitStatus.summary)
+            """)
+
+    @Argument(help: "http:// or https:// URLs to download.")
+    var urls: [String] = []
+
+    @Option(name: [.short, .customLong("dir")], help: "Save into this folder (relative to the current folder); default: the daemon's -d folder.")
+    var directory: String?
+
+    @Option(name: [.short, .long], help: "Save the (single) URL under this name inside the folder, as aria2's --out; an absolute path gives the folder too.")
+    var output: String?
+
+    @Option(name: [.customShort("x"), .long], help: "Connections for this download, 1–16 (aria2's split and max-connection-per-server).")
+    var connections: Int?
+
+    @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
+    var checksum: String?
+
+    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Flag(help: "Add it paused: it waits until haul resume.")
+    var pause = false
+
+    @Option(help: "Limit this download's rate, e.g. 500K (bytes per second; K, M, G suffixes).")
+    var maxDownloadLimit: String?
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func validate() throws {
+        if urls.isEmpty { throw ValidationError("give at least one URL") }
+        if output != nil && urls.count > 1 { throw ValidationError("--output takes a single URL; use --dir for several") }
+        if let output, output.isEmpty || output.hasSuffix("/") { throw ValidationError("--output must name a file") }
+        if let connections, !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
+        if let checksum {
+            do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(error)") }
+        }
+        for value in header { _ = try GetCommand.parseHeader(value) }
+        if let maxDownloadLimit, (ByteCount.parse(maxDownloadLimit) ?? 0) < 1 << 10 {
+            throw ValidationError("--max-download-limit must be a rate of at least 1K, e.g. 2M")
+        }
+    }
+
+    func run() async throws {
+        let client = try daemon.connect()
+        let options = self.options(currentDirectory: FileManager.default.currentDirectoryPath)
+        var refused = false
+        for url in urls {
+            do throws(ClientFailure) {
+                let answer = try await client.call("aria2.addUri", [[.string(url)], .object(options)])
+                guard let gid = answer.string else { throw .unexpected("aria2.addUri", answer) }
+                StandardOutput.line(gid)
+            } catch where error.isRefusal {
+                Terminal.error("\(url): \(error.description)")
+                refused = true
+            } catch {
+                // The daemon is gone: the other URLs would fail the same way.
+                throw error.report()
+            }
+        }
+        if refused { throw ExitCode(ClientExitStatus.refused) }
+    }
+
+    /// The aria2 options of every URL. The daemon runs in another folder, so relative paths
+    /// are made absolute here.
+    func options(currentDirectory: String) -> [String: JSONValue] {
+        var options: [String: JSONValue] = [:]
+        let dir = directory.map { Self.absolute($0, in: currentDirectory) }
+        if let dir { options["dir"] = .string(dir) }
+        if let output {
+            if output.hasPrefix("/") || (dir != nil && output.contains("/")) {
+                // aria2's out is a name inside dir: split a path into both.
+                let path = Self.absolute(output, in: dir ?? currentDirectory)
+                options["dir"] = .string((path as NSString).deletingLastPathComponent)
+                options["out"] = .string((path as NSString).lastPathComponent)
+            } else {
+                options["out"] = .string(output)
+            }
+        }
+        if let connections {
+            options["split"] = .string(String(connections))
+            options["max-connection-per-server"] = .string(String(connections))
+        }
+        if let checksum { options["checksum"] = .string(checksum) }
+        if !header.isEmpty { options["header"] = .array(header.map { .string($0) }) }
+        if pause { options["pause"] = "true" }
+        if let maxDownloadLimit { options["max-download-limit"] = .string(maxDownloadLimit) }
+        return options
+    }
+
+    static func absolute(_ path: String, in folder: String) -> String {
+        let joined = path.hasPrefix("/") ? path : (folder as NSString).appendingPathComponent(path)
+        return (joined as NSString).standardizingPath
+    }
+}

@@ -1,0 +1,126 @@
+import ArgumentParser
+import Foundation
+import HaulDaemon
+
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List the daemon's downloads: active, then waiting and paused, then stopped.",
+        discussion: """
+            Columns: GID, STATUS (active, waiting, paused, error, complete, removed), PROGRESS, SIZE, \
+            SPEED, ETA, NAME. With --json, the aria2 status objects as the daemon sent them, for jq.
+
+            Exit status: \(ClientExitStatus.summary)
+            """,
+        aliases: ["list"])
+
+    @Flag(help: "Print a JSON array of aria2 status objects (every number a decimal string) instead of the table.")
+    var json = false
+
+    @OptionGroup var daemon: DaemonOptions
+
+    /// aria2 pages the waiting and stopped lists; this many is more than a person reads.
+    static let pageSize: JSONValue = 1000
+
+    func run() async throws {
+        let client = try daemon.connect()
+        var downloads: [RemoteDownload] = []
+        do throws(ClientFailure) {
+            // One request, so a download moving from one list to another is not seen twice.
+            let results = try await client.multicall([
+                ("aria2.tellActive", []),
+                ("aria2.tellWaiting", [0, Self.pageSize]),
+                ("aria2.tellStopped", [0, Self.pageSize]),
+            ])
+            for (method, result) in zip(["aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped"], results) {
+                downloads += try client.downloads(result, of: method)
+            }
+        } catch {
+            throw error.report()
+        }
+        if json {
+            StandardOutput.line(JSONValue.array(downloads.map(\.json)).description)
+        } else if downloads.isEmpty {
+            StandardOutput.line("no downloads")
+        } else {
+            StandardOutput.write(Self.table(downloads))
+        }
+    }
+
+    static func table(_ downloads: [RemoteDownload]) -> String {
+        var rows = [["GID", "STATUS", "PROGRESS", "SIZE", "SPEED", "ETA", "NAME"]]
+        for download in downloads {
+            let size = download.totalLength > 0 ? download.totalLength : download.completedLength
+            rows.append([
+                download.gid,
+                download.status,
+                download.percent ?? "-",
+                size > 0 ? Format.bytes(size) : "-",
+                download.status == "active" && download.downloadSpeed > 0 ? Format.rate(Double(download.downloadSpeed)) : "-",
+                download.eta.map(Format.duration) ?? "-",
+                download.name,
+            ])
+        }
+        return Table.render(rows, rightAligned: [2, 3, 4, 5])
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show one of the daemon's downloads in detail.",
+        discussion: """
+            Labelled lines: gid, status, url, file (or folder, until the server has named the file), \
+            progress, speed, ETA and connections while active, error when it failed. With --json, the \
+            aria2 status object as the daemon sent it.
+
+            Exit status: \(ClientExitStatus.summary)
+            """)
+
+    @Argument(help: "The download's GID, as haul add or haul ls printed it.")
+    var gid: String
+
+    @Flag(help: "Print the aria2 status object (every number a decimal string) instead of the lines.")
+    var json = false
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func validate() throws {
+        try GID.validate([gid])
+    }
+
+    func run() async throws {
+        let client = try daemon.connect()
+        let download: RemoteDownload
+        do throws(ClientFailure) { download = try await client.status(gid) } catch { throw error.report() }
+        if json {
+            StandardOutput.line(download.json.description)
+        } else {
+            StandardOutput.write(Table.render(Self.lines(download).map { [$0.0, $0.1] }))
+        }
+    }
+
+    static func lines(_ download: RemoteDownload) -> [(String, String)] {
+        var lines = [("gid", download.gid), ("status", download.status)]
+        if let url = download.url { lines.append(("url", url)) }
+        if let path = download.path {
+            lines.append(("file", path))
+        } else if let dir = download.json["dir"]?.string {
+            lines.append(("folder", dir))
+        }
+        var progress = download.percent.map { "\($0)  " } ?? ""
+        progress += download.bytes
+        progress += download.totalLength > 0
+            ? " (\(download.completedLength) / \(download.totalLength) bytes)" : " (length not known yet)"
+        lines.append(("progress", progress))
+        if download.status == "active" {
+            lines.append(("speed", Format.rate(Double(download.downloadSpeed))))
+            if let eta = download.eta { lines.append(("ETA", Format.duration(eta))) }
+            lines.append(("connections", String(download.connections)))
+        }
+        if download.status == "error" {
+            lines.append(("error", "\(download.errorText) (aria2 error code \(download.errorCode ?? "?"))"))
+        }
+        return lines
+    }
+}
