@@ -15,6 +15,16 @@ struct GIDSelection: ParsableArguments {
         if gids.isEmpty == !all { throw ValidationError("give GIDs or --all (not both)") }
         try GID.validate(gids)
     }
+
+    /// Calls `method` with each GID, or `allMethod` once for `--all`.
+    func apply(_ method: String, all allMethod: String, on daemon: DaemonOptions) async throws {
+        let client = try daemon.connect()
+        if all {
+            do throws(ClientFailure) { _ = try await client.call(allMethod) } catch { throw error.report() }
+            return
+        }
+        try await client.each(gids) { gid throws(ClientFailure) in _ = try await client.call(method, [.string(gid)]) }
+    }
 }
 
 extension DaemonClient {
@@ -46,12 +56,7 @@ struct PauseCommand: AsyncParsableCommand {
     @OptionGroup var daemon: DaemonOptions
 
     func run() async throws {
-        let client = try daemon.connect()
-        if selection.all {
-            do throws(ClientFailure) { _ = try await client.call("aria2.pauseAll") } catch { throw error.report() }
-            return
-        }
-        try await client.each(selection.gids) { gid throws(ClientFailure) in _ = try await client.call("aria2.pause", [.string(gid)]) }
+        try await selection.apply("aria2.pause", all: "aria2.pauseAll", on: daemon)
     }
 }
 
@@ -65,12 +70,7 @@ struct ResumeCommand: AsyncParsableCommand {
     @OptionGroup var daemon: DaemonOptions
 
     func run() async throws {
-        let client = try daemon.connect()
-        if selection.all {
-            do throws(ClientFailure) { _ = try await client.call("aria2.unpauseAll") } catch { throw error.report() }
-            return
-        }
-        try await client.each(selection.gids) { gid throws(ClientFailure) in _ = try await client.call("aria2.unpause", [.string(gid)]) }
+        try await selection.apply("aria2.unpause", all: "aria2.unpauseAll", on: daemon)
     }
 }
 
