@@ -116,6 +116,26 @@ import Testing
         }
     }
 
+    @Test func aRestoredPausedDownloadReportsWhatItsPartialHolds() async throws {
+        try await withManager { server, harness, downloader, manager in
+            var route = Route(content: testBytes(2 << 20, seed: 6))
+            route.bytesPerSecond = 1 << 20
+            server.serve("/p.bin", route)
+            let id = try await manager.add(harness.request(server.url("/p.bin"), file: "p.bin"))
+            #expect(try await waitUntil { fileSize(harness.directory.file("p.bin.part")) > 300_000 })
+            await manager.pause(id)
+            // A new process (here: a new manager on the same store) shows the paused download's
+            // bytes before it runs again, not 0.
+            let restored = harness.manager(downloader)
+            try await restored.restore()
+            let download = try #require(await restored.download(id))
+            #expect(download.status == .paused)
+            #expect((download.progress?.bytesDone ?? 0) > 300_000)
+            #expect(download.progress?.totalBytes == Int64(2 << 20))
+            await restored.shutdown()
+        }
+    }
+
     @Test func pauseKeepsThePartialAndResumeFinishesIt() async throws {
         try await withManager { server, harness, _, manager in
             var route = Route(content: testBytes(2 << 20, seed: 5))

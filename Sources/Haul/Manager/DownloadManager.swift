@@ -159,11 +159,21 @@ public actor DownloadManager {
     /// ones that were running first), paused stay paused, finished ones are remembered.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
-    public func restore() throws(DownloadError) {
+    /// An unfinished download reports what its partial file holds until it runs again.
+    public func restore() async throws(DownloadError) {
         let stored: [JobRecord]
         do { stored = try store.jobs(queue: queue) } catch { throw storeError(error) }
+        var restored: [JobRecord] = []
         for record in stored where jobs[record.id] == nil {
             jobs[record.id] = Self.job(restoring: record)
+            restored.append(record)
+        }
+        for record in restored where [.queued, .paused, .running].contains(record.status) {
+            guard let path = record.resolvedPath ?? (record.destinationKind == "file" ? record.destinationPath : nil),
+                  let engine = try? await store.record(destination: path), jobs[record.id]?.progress == nil
+            else { continue }
+            jobs[record.id]?.progress = DownloadProgress(destination: path, bytesDone: engine.ranges.byteCount,
+                                                         totalBytes: engine.totalLength, bytesPerSecond: 0)
         }
         schedule()
     }
