@@ -200,6 +200,20 @@ import Testing
         #expect(stderr.hasPrefix("haul: refusing to listen on 0.0.0.0 without --rpc-secret"))
         #expect(stderr.split(separator: "\n").count == 1)
         #expect(!FileManager.default.fileExists(atPath: DaemonEndpoint.path(in: dir.file("state"))))
+
+        // A port someone else listens on: one line, no endpoint file left behind.
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
+        listen(taken, 1)
+        let port = String(UInt16(bigEndian: address.sin_port))
+        let busy = try await HaulProcess.run(["daemon", "--rpc-listen-port", port, "--state-dir", dir.file("state")], in: dir.path)
+        #expect(busy.status == 2)
+        #expect(busy.stderr == "haul: cannot listen on 127.0.0.1:\(port): Address already in use; is another daemon running? Choose another --rpc-listen-port\n")
+        #expect(!FileManager.default.fileExists(atPath: DaemonEndpoint.path(in: dir.file("state"))))
     }
 
     @Test func refusesOtherOriginsAndHostsAndASecondDaemon() async throws {
