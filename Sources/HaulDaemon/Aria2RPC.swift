@@ -340,16 +340,15 @@ public actor Aria2RPC {
     }
 
     func globalStat() async -> JSONValue {
-        let downloads = await manager.downloads()
-        let speed = downloads.reduce(Int64(0)) { $0 + $1.downloadSpeed }
-        let stopped = downloads.filter { !$0.isUnfinished }.count
+        let totals = await manager.totals()
+        let stopped = String(totals.completed + totals.failed)
         return [
-            "downloadSpeed": .string(String(speed)),
+            "downloadSpeed": .string(String(Int64(totals.bytesPerSecond))),
             "uploadSpeed": "0",
-            "numActive": .string(String(downloads.filter { $0.status == .running }.count)),
-            "numWaiting": .string(String(downloads.filter { $0.status == .queued || $0.status == .paused }.count)),
-            "numStopped": .string(String(stopped)),
-            "numStoppedTotal": .string(String(stopped)),
+            "numActive": .string(String(totals.running)),
+            "numWaiting": .string(String(totals.queued + totals.paused)),
+            "numStopped": .string(stopped),
+            "numStoppedTotal": .string(stopped),
         ]
     }
 

@@ -184,7 +184,7 @@ public enum Daemon {
             RPCError(code: Int(error["code"]?.integer ?? 1), message: "").httpStatus
         } ?? 200
         return Response(status: .init(code: status), headers: [.contentType: "application/json-rpc", .cacheControl: "no-cache"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: answer.data)))
+                        body: .init(byteBuffer: ByteBuffer(bytes: answer.bytes)))
     }
 
     static func webSocketRouter(rpc: Aria2RPC, notifier: Notifier, gate: RequestGate) -> Router<BasicWebSocketRequestContext> {

@@ -5,7 +5,8 @@ extension DownloadManager {
 
     /// Starts what the queue rules allow and fails what can never start.
     func schedule() {
-        guard !isShutDown else {
+        // Nothing waits to start (everything is paused, running or finished): nothing to decide.
+        guard !isShutDown, jobs.values.contains(where: { $0.record.status == .queued && $0.stopping == nil }) else {
             if isIdle { wakeIdleWaiters() }
             return
         }

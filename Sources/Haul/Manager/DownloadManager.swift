@@ -119,7 +119,7 @@ public actor DownloadManager {
         }
         let (kind, path) = request.destination.stored
         let stored: [JobRecord]
-        do { stored = try store.jobs(queue: queue, destinationPath: path).filter { jobs[$0.id] == nil } } catch {
+        do { stored = try store.jobs(queue: queue, destinationPath: path, url: request.url).filter { jobs[$0.id] == nil } } catch {
             throw storeError(error)
         }
         let isSame = { (record: JobRecord) in
@@ -133,7 +133,7 @@ public actor DownloadManager {
             return existing.record.id
         }
         if kind == "file" {
-            let taken = jobs.values.map(\.record).filter { $0.destinationKind == "file" && $0.destinationPath == path }
+            let taken = jobs.values.filter { $0.record.destinationKind == "file" && $0.record.destinationPath == path }.map(\.record)
                 + stored.filter { $0.destinationKind == "file" }
             if let first = taken.first, !replacing {
                 throw .invalidRequest("\(path) is already the destination of download \(first.id) (\(first.url)); remove it first or add with replacing")

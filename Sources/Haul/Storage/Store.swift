@@ -114,9 +114,13 @@ final class Store: Sendable {
         try pool.read { db in try JobRecord.filter(Column("queue") == queue).order(Column("position")).fetchAll(db) }
     }
 
-    func jobs(queue: String, destinationPath path: String) throws -> [JobRecord] {
+    /// The jobs of `queue` for `path` that are either for `url` or for that exact file: the
+    /// ones adding `url` there could be the same as, or collide with. (Not every download into
+    /// the same folder: decoding those made each add slower the longer the queue.)
+    func jobs(queue: String, destinationPath path: String, url: String) throws -> [JobRecord] {
         try pool.read { db in
-            try JobRecord.filter(Column("queue") == queue && Column("destinationPath") == path).fetchAll(db)
+            try JobRecord.filter(Column("queue") == queue && Column("destinationPath") == path
+                                 && (Column("url") == url || Column("destinationKind") == "file")).fetchAll(db)
         }
     }
 
