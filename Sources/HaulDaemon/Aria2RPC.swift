@@ -111,7 +111,7 @@ public actor Aria2RPC {
             try? await Task.sleep(for: .seconds(1))
             throw .unauthorized
         }
-        return try await dispatch(method, Parameters(method: method, values: params))
+        return try await dispatch(method, Parameters(values: params))
     }
 
     static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
@@ -419,7 +419,6 @@ public actor Aria2RPC {
 /// A method's positional parameters (the token already taken off), read with aria2's rules
 /// and its messages (the index counts from 0 after the token).
 struct Parameters {
-    let method: String
     let values: [JSONValue]
 
     var count: Int { values.count }
