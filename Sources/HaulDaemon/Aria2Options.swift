@@ -17,6 +17,21 @@ struct GlobalOptions: Sendable {
     var retryWait = 1
 
     var connections: Int { min(split, maxConnectionPerServer) }
+
+    /// aria2's 0 means no limit.
+    func apply(rateLimitTo request: inout DownloadRequest) {
+        request.rateLimit = maxDownloadLimit > 0 ? maxDownloadLimit : nil
+    }
+
+    /// aria2's 0 means no end to the tries.
+    func apply(triesTo request: inout DownloadRequest) {
+        request.maxTries = maxTries == 0 ? Int.max : maxTries
+    }
+
+    /// At least a second between tries.
+    func apply(retryWaitTo request: inout DownloadRequest) {
+        request.retryWait = .seconds(max(1, retryWait))
+    }
 }
 
 /// Reading aria2 options (every value a string, as aria2 wants them; JSON numbers are accepted
@@ -35,9 +50,9 @@ enum Aria2Options {
         var request = DownloadRequest(url: url, directory: defaults.dir)
         request.connections = defaults.connections
         request.minimumSplitSize = defaults.minSplitSize
-        request.rateLimit = defaults.maxDownloadLimit > 0 ? defaults.maxDownloadLimit : nil
-        request.maxTries = defaults.maxTries
-        request.retryWait = .seconds(defaults.retryWait)
+        defaults.apply(rateLimitTo: &request)
+        defaults.apply(triesTo: &request)
+        defaults.apply(retryWaitTo: &request)
         try apply(options, to: &request, defaults: defaults)
         return (request, try bool(options["pause"], "pause") ?? false)
     }
@@ -57,15 +72,10 @@ enum Aria2Options {
                 request.destination = .directory(dir)
             }
         }
-        let split = try integer(options["split"], "split", in: 1...16)
-        let perServer = try integer(options["max-connection-per-server"], "max-connection-per-server", in: 1...16)
-        if split != nil || perServer != nil {
-            request.connections = min(split.map(Int.init) ?? defaults.split, perServer.map(Int.init) ?? defaults.maxConnectionPerServer)
-        }
-        if let size = try size(options["min-split-size"], "min-split-size") {
-            guard size >= 1 << 20 else { throw .failed("min-split-size must be between 1M and 1G") }
-            request.minimumSplitSize = size
-        }
+        var tuned = defaults
+        try tune(&tuned, by: options)
+        if options["split"] != nil || options["max-connection-per-server"] != nil { request.connections = tuned.connections }
+        if options["min-split-size"] != nil { request.minimumSplitSize = tuned.minSplitSize }
         if let text = try string(options["checksum"], "checksum") {
             do { request.checksum = try Checksum(parsing: text) } catch { throw .failed("checksum: \(error)") }
         }
@@ -82,18 +92,29 @@ enum Aria2Options {
                 return (name, value)
             }
         }
-        if let limit = try size(options["max-download-limit"], "max-download-limit") {
-            request.rateLimit = limit > 0 ? limit : nil
-        }
-        if let tries = try integer(options["max-tries"], "max-tries", in: 0...1000) {
-            request.maxTries = tries == 0 ? Int.max : Int(tries)
-        }
-        if let wait = try integer(options["retry-wait"], "retry-wait", in: 0...600) {
-            request.retryWait = .seconds(max(1, wait))
-        }
+        if options["max-download-limit"] != nil { tuned.apply(rateLimitTo: &request) }
+        if options["max-tries"] != nil { tuned.apply(triesTo: &request) }
+        if options["retry-wait"] != nil { tuned.apply(retryWaitTo: &request) }
         if let overwrite = try bool(options["allow-overwrite"], "allow-overwrite") {
             request.overwrite = overwrite
         }
+    }
+
+    /// Reads the options a download and the daemon's defaults share (`split`,
+    /// `max-connection-per-server`, `min-split-size`, `max-download-limit`, `max-tries`,
+    /// `retry-wait`) into `tuned`, checking each; what is not given stays.
+    static func tune(_ tuned: inout GlobalOptions, by options: [String: JSONValue]) throws(RPCError) {
+        if let split = try integer(options["split"], "split", in: 1...16) { tuned.split = Int(split) }
+        if let perServer = try integer(options["max-connection-per-server"], "max-connection-per-server", in: 1...16) {
+            tuned.maxConnectionPerServer = Int(perServer)
+        }
+        if let size = try size(options["min-split-size"], "min-split-size") {
+            guard size >= 1 << 20 else { throw .failed("min-split-size must be between 1M and 1G") }
+            tuned.minSplitSize = size
+        }
+        if let limit = try size(options["max-download-limit"], "max-download-limit") { tuned.maxDownloadLimit = limit }
+        if let tries = try integer(options["max-tries"], "max-tries", in: 0...1000) { tuned.maxTries = Int(tries) }
+        if let wait = try integer(options["retry-wait"], "retry-wait", in: 0...600) { tuned.retryWait = Int(wait) }
     }
 
     /// `getOption`'s answer for one download.
@@ -135,9 +156,7 @@ enum Aria2Options {
         }
     }
 
-    static func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
-    }
+    static func absolute(_ path: String) -> String { DownloadRequest.absolutePath(path) }
 
     // MARK: Values
 

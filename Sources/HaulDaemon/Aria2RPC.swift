@@ -320,17 +320,7 @@ public actor Aria2RPC {
         // Check everything before changing anything.
         var next = globals
         if let dir = try Aria2Options.string(options["dir"], "dir") { next.dir = Aria2Options.absolute(dir) }
-        if let split = try Aria2Options.integer(options["split"], "split", in: 1...16) { next.split = Int(split) }
-        if let perServer = try Aria2Options.integer(options["max-connection-per-server"], "max-connection-per-server", in: 1...16) {
-            next.maxConnectionPerServer = Int(perServer)
-        }
-        if let size = try Aria2Options.size(options["min-split-size"], "min-split-size") {
-            guard size >= 1 << 20 else { throw .failed("min-split-size must be between 1M and 1G") }
-            next.minSplitSize = size
-        }
-        if let limit = try Aria2Options.size(options["max-download-limit"], "max-download-limit") { next.maxDownloadLimit = limit }
-        if let tries = try Aria2Options.integer(options["max-tries"], "max-tries", in: 0...1000) { next.maxTries = Int(tries) }
-        if let wait = try Aria2Options.integer(options["retry-wait"], "retry-wait", in: 0...600) { next.retryWait = Int(wait) }
+        try Aria2Options.tune(&next, by: options)
         let concurrent = try Aria2Options.integer(options["max-concurrent-downloads"], "max-concurrent-downloads", in: 1...1000)
         let overall = try Aria2Options.size(options["max-overall-download-limit"], "max-overall-download-limit")
         globals = next

@@ -46,6 +46,12 @@ public struct DownloadRequest: Sendable {
         self.url = url
         self.destination = .file(path)
     }
+
+    /// `path` as destinations are stored: `~` expanded, made absolute against the current
+    /// folder, and standardized.
+    public static func absolutePath(_ path: String) -> String {
+        DestinationResolver.absolute(path)
+    }
 }
 
 /// A finished download.

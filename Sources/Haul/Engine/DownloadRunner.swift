@@ -83,8 +83,9 @@ struct DownloadRunner: Sendable {
         for limiter in limiters { try await limiter.acquire(bytes) }
     }
 
-    /// Whether the byte loops need to call ``throttle(_:)`` at all; without a limit they skip it.
-    var isThrottled: Bool { !limiters.isEmpty }
+    /// Whether the byte loops need to call ``throttle(_:)`` at all; without a limit set they
+    /// skip it (the shared limiter is always there, at rate 0 until someone sets one).
+    var isThrottled: Bool { limiters.contains { $0.bytesPerSecond > 0 } }
 
     /// Sleeps before the next try, or rethrows when there is none.
     func wait(_ retry: inout RetryPolicy, after error: DownloadError, madeProgress: Bool) async throws(DownloadError) {
