@@ -6,6 +6,8 @@ import Haul
 struct GlobalOptions: Sendable {
     /// Where downloads go without a `dir` option.
     var dir: String
+    /// Which folders a client may write to; fixed when the daemon starts.
+    let folders: FolderPolicy
     /// Connections per download (aria2's `split`). aria2's default is 5 with 1 connection per
     /// server, which makes 1; Haul defaults both to 4, like `haul get -x`.
     var split = 4
@@ -61,13 +63,12 @@ enum Aria2Options {
     static func apply(_ options: [String: JSONValue], to request: inout DownloadRequest, defaults: GlobalOptions) throws(RPCError) {
         let current = destinationParts(request.destination)
         if options["dir"] != nil || options["out"] != nil {
-            let dir = try string(options["dir"], "dir").map(absolute) ?? current.dir
+            let folders = defaults.folders
+            let dir = try string(options["dir"], "dir").map { dir throws(RPCError) in try folders.folder(dir, base: defaults.dir) }
+                ?? current.dir
             let out = try string(options["out"], "out") ?? current.out
             if let out, !out.isEmpty {
-                guard !out.hasPrefix("/"), !out.split(separator: "/").contains("..") else {
-                    throw .failed("out must be a file name inside dir, not \(out)")
-                }
-                request.destination = .file((dir as NSString).appendingPathComponent(out))
+                request.destination = .file(try folders.file(out, in: dir))
             } else {
                 request.destination = .directory(dir)
             }

@@ -1,71 +1,82 @@
 import Foundation
 import Haul
 import Logging
+import ServiceLifecycle
+import Synchronization
 
 /// Turns the manager's events into aria2's notifications for every WebSocket client, and runs
-/// the `--on-download-complete` and `--on-download-error` commands.
-actor Notifier {
-    /// Commands run with aria2's arguments: GID, number of files (always 1), file path.
-    struct Hooks: Sendable {
-        var onComplete: String?
-        var onError: String?
-    }
-
+/// the hooks. Runs as a service: it follows the manager until the manager's events end (the
+/// manager shut down), then ends every client's stream, which closes its WebSocket.
+final class Notifier: Service {
+    let manager: DownloadManager
+    /// Taken before the manager restores its queue, so nothing it starts is missed.
+    let events: AsyncStream<DownloadManager.Event>
     let hooks: Hooks
     let logger: Logger
-    private var subscribers: [UUID: AsyncStream<JSONValue>.Continuation] = [:]
-    /// Downloads between a start and its end: aria2 announces a pause or a stop only for these.
-    private var transferring: Set<String> = []
-    private var isClosed = false
+    private struct Subscribers {
+        var streams: [UUID: AsyncStream<JSONValue>.Continuation] = [:]
+        var isClosed = false
+    }
+    private let subscribers = Mutex(Subscribers())
 
-    init(hooks: Hooks, logger: Logger) {
+    init(manager: DownloadManager, hooks: Hooks, logger: Logger) async {
+        self.manager = manager
+        events = await manager.events()
         self.hooks = hooks
         self.logger = logger
     }
 
-    /// Notifications from now on, until ``close()``. A client that does not read keeps only the latest 256.
+    /// Notifications from now on, until the daemon stops. A client that does not read keeps only the latest 256.
     func subscribe() -> AsyncStream<JSONValue> {
         let (stream, continuation) = AsyncStream.makeStream(of: JSONValue.self, bufferingPolicy: .bufferingNewest(256))
-        guard !isClosed else {
+        let key = UUID()
+        let added = subscribers.withLock { subscribers in
+            guard !subscribers.isClosed else { return false }
+            subscribers.streams[key] = continuation
+            return true
+        }
+        guard added else {
             continuation.finish()
             return stream
         }
-        let key = UUID()
-        subscribers[key] = continuation
         continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(key) }
+            _ = self?.subscribers.withLock { $0.streams.removeValue(forKey: key) }
         }
         return stream
     }
 
-    /// Ends every subscriber's stream, now and from now on: the daemon is stopping.
+    /// Ends every subscriber's stream, now and from now on.
     func close() {
-        isClosed = true
-        for subscriber in subscribers.values { subscriber.finish() }
-        subscribers = [:]
+        let streams = subscribers.withLock { subscribers in
+            subscribers.isClosed = true
+            defer { subscribers.streams = [:] }
+            return Array(subscribers.streams.values)
+        }
+        for stream in streams { stream.finish() }
     }
 
-    private func unsubscribe(_ key: UUID) {
-        subscribers[key] = nil
+    private func send(_ message: JSONValue) {
+        let streams = subscribers.withLock { Array($0.streams.values) }
+        for stream in streams { stream.yield(message) }
     }
 
-    /// Follows `manager` until its event stream ends (the manager shut down).
-    func follow(_ manager: DownloadManager) async {
-        for await event in await manager.events() {
+    func run() async {
+        // Downloads between a start and its end: aria2 announces a pause or a stop only for these.
+        var transferring: Set<String> = []
+        for await event in events {
             let wasTransferring = transferring.contains(event.id)
             if case .started = event { transferring.insert(event.id) } else if event.isTerminal { transferring.remove(event.id) }
             guard let name = Self.notification(for: event) else { continue }
             if name == "aria2.onDownloadPause" || name == "aria2.onDownloadStop", !wasTransferring { continue }
-            let message: JSONValue = ["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id)]]]
-            for subscriber in subscribers.values { subscriber.yield(message) }
+            send(["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id)]]])
             switch event {
             case .completed(let id, let result):
                 logger.notice("\(id) complete: \(result.path)")
-                run(hooks.onComplete, id: id, path: result.path)
+                Hooks.run(hooks.onComplete, id: id, path: result.path, logger: logger)
             case .failed(let id, let error) where error.kind != .cancelled:
                 let download = await manager.download(id)
                 logger.notice("\(id) failed: \(download?.url ?? ""): \(error.message)")
-                run(hooks.onError, id: id, path: download.map { $0.destinationIsFile ? $0.destination : "" } ?? "")
+                Hooks.run(hooks.onError, id: id, path: download.map { $0.destinationIsFile ? $0.destination : "" } ?? "", logger: logger)
             default:
                 break
             }
@@ -82,24 +93,6 @@ actor Notifier {
         case .completed: "aria2.onDownloadComplete"
         case .failed(_, let error): error.kind == .cancelled ? "aria2.onDownloadStop" : "aria2.onDownloadError"
         case .added, .progress, .removed: nil
-        }
-    }
-
-    /// Starts `command GID 1 PATH` (found on PATH when it has no slash) without waiting for it.
-    private func run(_ command: String?, id: String, path: String) {
-        guard let command, !command.isEmpty else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [command, id, "1", path]
-        process.standardInput = FileHandle.nullDevice
-        let logger = logger
-        process.terminationHandler = { process in
-            if process.terminationStatus != 0 {
-                logger.warning("hook \(command) \(id) 1 \(path) exited with status \(process.terminationStatus)")
-            }
-        }
-        do { try process.run() } catch {
-            logger.error("cannot run hook \(command): \(error)")
         }
     }
 }

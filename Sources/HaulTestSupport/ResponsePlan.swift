@@ -65,7 +65,7 @@ struct ResponsePlan {
 
     private init(content route: Route, isHead: Bool, range: String?, ifRange: String?, history: RouteHistory) {
         let length = route.content.count
-        var headers = [("Content-Type", "application/octet-stream")]
+        var headers = [("Content-Type", route.contentType)]
         if let etag = history.validators.etag { headers.append(("ETag", etag)) }
         if let date = history.validators.lastModified { headers.append(("Last-Modified", date)) }
         if let disposition = route.contentDisposition { headers.append(("Content-Disposition", disposition)) }

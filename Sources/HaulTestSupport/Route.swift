@@ -57,6 +57,8 @@ public struct Route: Sendable {
     public var headContentLength: Int?
     /// Send "Accept-Ranges: bytes" on 200, 206 and HEAD.
     public var advertisesRanges: Bool = true
+    /// The Content-Type of the content (a test serving a web page sets `text/html`).
+    public var contentType = "application/octet-stream"
 
     /// A route that serves `content` with strong validators and no faults.
     public init(content: [UInt8]) {

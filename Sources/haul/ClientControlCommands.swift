@@ -111,17 +111,21 @@ struct RemoveCommand: AsyncParsableCommand {
         _ = try await client.call("aria2.removeDownloadResult", [.string(gid)])
     }
 
+    /// Removes every unfinished download, page by page, then forgets every stopped one.
     static func removeAll(_ client: DaemonClient) async throws(ClientFailure) {
-        let lists = try await client.multicall([
-            ("aria2.tellActive", [["gid"]]),
-            ("aria2.tellWaiting", [0, ListCommand.pageSize, ["gid"]]),
-        ])
-        let unfinished = try client.downloads(lists[0], of: "aria2.tellActive") + client.downloads(lists[1], of: "aria2.tellWaiting")
-        if !unfinished.isEmpty {
+        // A few rounds: downloads added while removing are removed too, up to a point.
+        for _ in 0..<5 {
+            let unfinished = try await client.everyDownload(keys: ["gid"], stopped: false).downloads
+            if unfinished.isEmpty { break }
             // A refusal means that download finished meanwhile; the purge below takes it.
-            _ = try await client.multicall(unfinished.map { ("aria2.remove", [.string($0.gid)]) })
+            _ = try await client.each("aria2.remove", unfinished.map(\.gid))
         }
         _ = try await client.call("aria2.purgeDownloadResult")
+        let stat = try await client.call("aria2.getGlobalStat")
+        let left = (stat["numActive"]?.integer ?? 0) + (stat["numWaiting"]?.integer ?? 0) + (stat["numStopped"]?.integer ?? 0)
+        if left > 0 {
+            throw .refused("\(left) downloads are still there: downloads kept being added while removing; run haul remove --all again")
+        }
     }
 }
 

@@ -19,24 +19,17 @@ struct ListCommand: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
-    /// aria2 pages the waiting and stopped lists; this many is more than a person reads.
-    static let pageSize: JSONValue = 1000
-
     func run() async throws {
         let client = try daemon.connect()
-        var downloads: [RemoteDownload] = []
+        let listing: DaemonClient.Listing
         do throws(ClientFailure) {
-            // One request, so a download moving from one list to another is not seen twice.
-            let results = try await client.multicall([
-                ("aria2.tellActive", []),
-                ("aria2.tellWaiting", [0, Self.pageSize]),
-                ("aria2.tellStopped", [0, Self.pageSize]),
-            ])
-            for (method, result) in zip(["aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped"], results) {
-                downloads += try client.downloads(result, of: method)
-            }
+            listing = try await client.everyDownload(keys: json ? nil : RemoteDownload.keys)
         } catch {
             throw error.report()
+        }
+        let downloads = listing.downloads
+        if listing.changedMeanwhile {
+            Terminal.error("the queue changed while it was listed: \(downloads.count) listed, \(listing.expected) counted before; run again for a steady list")
         }
         if json {
             StandardOutput.line(JSONValue.array(downloads.map(\.json)).description)

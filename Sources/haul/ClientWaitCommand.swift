@@ -43,10 +43,16 @@ struct WaitCommand: AsyncParsableCommand {
         var outcomes: [WaitOutcome] = []
         var last: [String: RemoteDownload] = [:]
         while !pending.isEmpty {
-            let results: [Result<JSONValue, RPCError>]
+            var results: [Result<JSONValue, RPCError>] = []
             do throws(ClientFailure) {
                 let keys = JSONValue.array(RemoteDownload.keys.map { .string($0) })
-                results = try await client.multicall(pending.map { ("aria2.tellStatus", [.string($0), keys]) })
+                // A page at a time, however many GIDs were given.
+                var start = 0
+                while start < pending.count {
+                    let page = pending[start..<min(pending.count, start + DaemonClient.pageSize)]
+                    results += try await client.multicall(page.map { ("aria2.tellStatus", [.string($0), keys]) })
+                    start += DaemonClient.pageSize
+                }
             } catch {
                 throw error.report()
             }

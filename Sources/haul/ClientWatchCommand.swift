@@ -58,6 +58,9 @@ struct Watcher: Sendable {
     let interval: Duration
     let exitWhenIdle: Bool
 
+    /// Waiting and stopped downloads fetched per update: more than a terminal shows.
+    static let listed: JSONValue = 200
+
     /// Endings are noticed this promptly even when plain updates are rare.
     static let endingPoll: Duration = .milliseconds(500)
 
@@ -72,9 +75,9 @@ struct Watcher: Sendable {
             do throws(ClientFailure) {
                 results = try await client.multicall([
                     ("aria2.tellActive", [keys]),
-                    ("aria2.tellWaiting", [0, ListCommand.pageSize, keys]),
+                    ("aria2.tellWaiting", [0, Self.listed, keys]),
                     // Newest first, so the newly stopped ones are in the page however many there are.
-                    ("aria2.tellStopped", [-1, ListCommand.pageSize, keys]),
+                    ("aria2.tellStopped", [-1, Self.listed, keys]),
                     ("aria2.getGlobalStat", []),
                 ])
             } catch {

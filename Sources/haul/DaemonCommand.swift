@@ -29,6 +29,11 @@ struct DaemonCommand: AsyncParsableCommand {
     @Flag(help: "Answer web pages from any origin (for web front ends served elsewhere, like aria2's option).")
     var rpcAllowOriginAll = false
 
+    @Option(help: ArgumentHelp(
+        "Another name clients reach the daemon by, HOST or HOST:PORT (a tunnel's, a proxy's); repeatable.",
+        discussion: "Requests are answered only when their Host is one of the daemon's names: 127.0.0.1, localhost and [::1] with its port, the listen address, and these. That is what keeps a web page from reaching it by DNS rebinding."))
+    var rpcAllowHost: [String] = []
+
     @Option(name: [.short, .customLong("dir")], help: "Where downloads go unless a call gives a dir.")
     var directory: String = "."
 
@@ -77,6 +82,7 @@ struct DaemonCommand: AsyncParsableCommand {
         configuration.port = rpcListenPort
         configuration.secret = rpcSecret ?? ProcessInfo.processInfo.environment["HAUL_RPC_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         configuration.allowOriginAll = rpcAllowOriginAll
+        configuration.allowedHosts = rpcAllowHost
         configuration.maxConcurrentDownloads = maxConcurrentDownloads
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
         configuration.connections = connections

@@ -47,7 +47,16 @@ import Testing
     }
 
     @Test func addPassesItsOptionsAndMakesTheFolderAbsoluteAgainstItsOwnFolder() async throws {
+        // Without a secret the daemon writes only inside its download folder, so a folder of
+        // the client's is refused, saying why.
         try await withDaemon { t in
+            let client = t.dir.file("client")
+            try FileManager.default.createDirectory(atPath: client, withIntermediateDirectories: true)
+            let refused = try await t.haul(["add", t.server.url("/o.bin"), "-d", "saved"], in: client)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("outside the download folder") && refused.stderr.contains("--rpc-secret"), "\(refused.stderr)")
+        }
+        try await withDaemon(["--rpc-secret", "s3cret"]) { t in
             let content = testBytes(1000, seed: 2)
             t.server.serve("/o.bin", Route(content: content))
             // The client runs elsewhere than the daemon, as it usually does.
@@ -88,6 +97,33 @@ import Testing
             #expect(listed.status == 0, "\(listed.stderr)")
             #expect(try JSONValue.parse(Data(listed.stdout.utf8)).array?.first?["status"] == "complete")
             #expect(try await t.haul(["remove", "--all"]).status == 0)
+            #expect(try await t.haul(["ls"]).stdout == "no downloads\n")
+        }
+    }
+
+    @Test func lsAndRemoveAllPageThroughEveryDownload() async throws {
+        try await withDaemon { t in
+            // More than two pages (1000 a page) of paused downloads, added 500 to a multicall.
+            let count = 2500
+            var gids = Set<String>()
+            for batch in stride(from: 0, to: count, by: 500) {
+                let calls: [JSONValue] = (batch..<batch + 500).map { index in
+                    ["methodName": "aria2.addUri", "params": [[.string(t.server.url("/p\(index).bin"))], ["pause": "true"]]]
+                }
+                let results = try await t.daemon.call("system.multicall", [.array(calls)]).array ?? []
+                for result in results { if let gid = result.array?.first?.string { gids.insert(gid) } }
+            }
+            #expect(gids.count == count)
+            let listed = try await t.haul(["ls", "--json"])
+            #expect(listed.status == 0, "\(listed.stderr)")
+            let objects = try JSONValue.parse(Data(listed.stdout.utf8)).array ?? []
+            #expect(Set(objects.compactMap { $0["gid"]?.string }) == gids)
+            #expect(listed.stderr.isEmpty)
+            let table = try await t.haul(["ls"])
+            #expect(table.stdout.split(separator: "\n").count == count + 1)
+
+            let removed = try await t.haul(["remove", "--all"])
+            #expect(removed.status == 0, "\(removed.stderr)")
             #expect(try await t.haul(["ls"]).stdout == "no downloads\n")
         }
     }

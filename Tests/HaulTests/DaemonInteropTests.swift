@@ -114,13 +114,14 @@ final class Browser: Sendable {
     let process: Process
     let profile: String
 
-    init(_ executable: String, profile: String) throws {
+    /// - Parameter arguments: more command-line switches, e.g. `--host-resolver-rules=MAP evil.test 127.0.0.1`.
+    init(_ executable: String, profile: String, arguments: [String] = []) throws {
         self.profile = profile
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
                              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--remote-allow-origins=*",
-                             "--user-data-dir=\(profile)", "--window-size=1280,900", "about:blank"]
+                             "--user-data-dir=\(profile)", "--window-size=1280,900"] + arguments + ["about:blank"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

@@ -23,8 +23,8 @@ extension DownloadRunner {
     static let progressInterval: Duration = .milliseconds(100)
 
     func transfer(to path: String, part: PartFile, probe: ProbeResult, retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult {
+        defer { part.unlock() }
         let record = try await loadRecord(for: path, part: part, probe: probe)
-        events.resolved(path)
         var transfer = Transfer(
             record: record,
             machine: TransferStateMachine(total: record.totalLength, validators: record.validators,
@@ -273,6 +273,9 @@ extension DownloadRunner {
     func storeAccess<T>(_ work: () async throws -> T) async throws(DownloadError) -> T {
         do {
             return try await work()
+        } catch is CancellationError {
+            // A pause or cancel arrived while waiting for the store; nothing failed.
+            throw .cancelled
         } catch {
             throw .io("cannot use the store \(store.path): \(error)")
         }

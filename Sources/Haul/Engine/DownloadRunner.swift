@@ -45,6 +45,8 @@ struct DownloadRunner: Sendable {
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
                 guard let part = try await lock(partOf: path) else { continue }
+                // From here on the part file exists: a cancel must know where to delete it.
+                events.resolved(path)
                 return try await transfer(to: path, part: part, probe: probe, retry: &retry)
             }
         }

@@ -38,11 +38,10 @@ actor Checkpointer {
     /// Makes `ranges` durable now, after any checkpoint under way.
     func flush(_ ranges: ByteRanges) async throws(DownloadError) {
         pending = ranges
-        if let worker {
-            await worker.value
-        } else {
-            await drain()
-        }
+        // In a task of its own: a pause cancels the caller, and must not cut the save short.
+        let worker = worker ?? Task { await self.drain() }
+        self.worker = worker
+        await worker.value
         if let failure { throw failure }
     }
 

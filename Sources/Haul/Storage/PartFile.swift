@@ -46,6 +46,12 @@ final class PartFile: Sendable {
         return probe.l_pid
     }
 
+    /// Gives the lock up before the descriptor closes: the transfer is over, and whoever
+    /// discards the partial next (in this process too) must be able to take it.
+    func unlock() {
+        flock(descriptor, LOCK_UN)
+    }
+
     private static func labelLock(_ type: Int32) -> flock {
         var lock = Glibc.flock()
         lock.l_type = Int16(type)

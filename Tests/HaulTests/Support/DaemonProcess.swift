@@ -51,6 +51,11 @@ struct DaemonProcess {
         try await client.call(method, params)
     }
 
+    /// `params` with the daemon's `token:SECRET` first, for calls inside a multicall.
+    func tokenParams(_ params: [JSONValue]) -> JSONValue {
+        .array((endpoint.secret.map { [JSONValue.string("token:\($0)")] } ?? []) + params)
+    }
+
     /// SIGTERM, then waits for the exit status.
     func stop() async throws -> Int32 {
         process.signal(SIGTERM)

@@ -9,8 +9,10 @@ struct HaulProcess {
     /// Where stdout goes; nil sends it to /dev/null.
     private let stdoutFile: String?
 
-    /// `.build/<triple>/debug/haul`, next to the test bundle.
+    /// `.build/<triple>/debug/haul`, next to the test bundle, or `$HAUL_TEST_BINARY` (to check
+    /// that a test fails on another build, say the last release).
     static var executable: String {
+        if let chosen = ProcessInfo.processInfo.environment["HAUL_TEST_BINARY"], !chosen.isEmpty { return chosen }
         let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("haul").path
         if FileManager.default.isExecutableFile(atPath: beside) { return beside }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

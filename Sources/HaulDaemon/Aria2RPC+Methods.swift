@@ -1,0 +1,274 @@
+import Foundation
+import Haul
+
+extension Aria2RPC {
+    func dispatch(_ method: String, _ p: Parameters) async throws(RPCError) -> JSONValue {
+        switch method {
+        case "aria2.addUri": return try await addURI(p)
+        case "aria2.addTorrent", "aria2.addMetalink", "aria2.getPeers":
+            throw .failed("\(method) is not supported: Haul downloads http:// and https:// URLs only (no BitTorrent or Metalink)")
+        case "aria2.remove", "aria2.forceRemove": return try await remove(p)
+        case "aria2.pause", "aria2.forcePause": return try await pause(p)
+        case "aria2.pauseAll", "aria2.forcePauseAll":
+            await manager.pauseAll()
+            return "OK"
+        case "aria2.unpause": return try await unpause(p)
+        case "aria2.unpauseAll":
+            await manager.resumeAll()
+            return "OK"
+        case "aria2.tellStatus":
+            return try await download(p.gid(0)).aria2Object(keys: try p.keys(1))
+        case "aria2.tellActive":
+            let keys = try p.keys(0)
+            return .array(await manager.downloads().filter { $0.status == .running }.map { $0.aria2Object(keys: keys) })
+        case "aria2.tellWaiting", "aria2.tellStopped":
+            let (offset, count, keys) = (try p.int(0), try p.int(1), try p.keys(2))
+            guard count >= 0 else {
+                throw .failed("The integer parameter at 1 has invalid value: the value must be greater than or equal to 0.")
+            }
+            let list = method == "aria2.tellWaiting" ? await waiting() : await stopped()
+            return .array(Self.window(list, offset: offset, count: count).map { $0.aria2Object(keys: keys) })
+        case "aria2.getUris":
+            let download = try await download(p.gid(0))
+            guard download.isUnfinished else { throw .failed("No URI data is available for GID#\(download.id)") }
+            return download.aria2URIs
+        case "aria2.getFiles": return try await download(p.gid(0)).aria2Files
+        case "aria2.getServers": return try await servers(p)
+        case "aria2.changePosition": return try await changePosition(p)
+        case "aria2.changeUri": return try await changeURI(p)
+        case "aria2.getOption": return Aria2Options.describe(try await download(p.gid(0)).request)
+        case "aria2.changeOption": return try await changeOption(p)
+        case "aria2.getGlobalOption": return await globalOptions()
+        case "aria2.changeGlobalOption": return try await changeGlobalOption(p)
+        case "aria2.getGlobalStat": return await globalStat()
+        case "aria2.purgeDownloadResult":
+            for download in await stopped() { await manager.remove(download.id) }
+            return "OK"
+        case "aria2.removeDownloadResult": return try await removeResult(p)
+        case "aria2.getVersion":
+            return ["version": .string(HaulVersion.string), "enabledFeatures": ["HTTPS", "Message Digest"]]
+        case "aria2.getSessionInfo": return ["sessionId": .string(sessionID)]
+        case "aria2.shutdown", "aria2.forceShutdown":
+            requestShutdown()
+            return "OK"
+        case "aria2.saveSession": return "OK"
+        case "system.listMethods": return .array(Self.methods.map { .string($0) })
+        case "system.listNotifications": return .array(Self.notifications.map { .string($0) })
+        default: throw .noSuchMethod(method)
+        }
+    }
+
+    // MARK: Methods
+
+    func addURI(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let uris = try p.strings(0)
+        guard let url = uris.first else { throw .failed("URI is not provided.") }
+        let options = try p.object(1) ?? [:]
+        if p.count > 2, try p.int(2) < 0 { throw .failed("Position must be greater than or equal to 0.") }
+        let (request, paused) = try Aria2Options.request(url: url, options: options, defaults: globals)
+        let id: DownloadManager.ID
+        do { id = try await manager.add(request, paused: paused) } catch { throw .failed(error.description) }
+        if p.count > 2 {
+            let position = try p.int(2)
+            if await waiting().contains(where: { $0.id == id }) { await manager.move(id, to: position) }
+        }
+        return .string(id)
+    }
+
+    func remove(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        switch download.status {
+        case .running:
+            // Listed as removed (errorCode 31) until its result is removed, as in aria2.
+            await manager.cancel(download.id)
+        case .queued, .paused:
+            // A download that is not transferring vanishes, as in aria2.
+            await manager.remove(download.id)
+        default:
+            throw .failed("Active Download not found for GID#\(download.id)")
+        }
+        return .string(download.id)
+    }
+
+    func pause(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        guard download.status == .running || download.status == .queued else {
+            throw .failed("GID#\(download.id) cannot be paused now")
+        }
+        await manager.pause(download.id)
+        return .string(download.id)
+    }
+
+    func unpause(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        guard download.status == .paused else { throw .failed("GID#\(download.id) cannot be unpaused now") }
+        await manager.resume(download.id)
+        return .string(download.id)
+    }
+
+    func servers(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        guard download.status == .running else { throw .failed("No active download for GID#\(download.id)") }
+        return [[
+            "index": "1",
+            "servers": [[
+                "uri": .string(download.url), "currentUri": .string(download.url),
+                "downloadSpeed": .string(String(download.downloadSpeed)),
+            ]],
+        ]]
+    }
+
+    func changePosition(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let gid = try await download(p.gid(0)).id
+        let offset = try p.int(1)
+        let how = try p.string(2)
+        let list = await waiting()
+        guard let current = list.firstIndex(where: { $0.id == gid }) else {
+            _ = try await download(gid)
+            throw .failed("GID#\(gid) not found in the waiting queue.")
+        }
+        let target: Int
+        switch how {
+        case "POS_SET": target = offset
+        case "POS_CUR": target = current + offset
+        case "POS_END": target = list.count - 1 + offset
+        default: throw .failed("Illegal argument.")
+        }
+        let landed = await manager.move(gid, to: min(max(0, target), list.count - 1)) ?? current
+        return .int(Int64(landed))
+    }
+
+    func changeURI(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        let fileIndex = try p.int(1)
+        guard fileIndex >= 1 else {
+            throw .failed("The integer parameter at 1 has invalid value: the value must be greater than or equal to 1.")
+        }
+        guard fileIndex == 1 else { throw .failed("fileIndex is out of range") }
+        let deleting = try p.strings(2)
+        let adding = try p.strings(3)
+        for url in adding { try Aria2Options.validate(url: url) }
+        var uris = [download.url]
+        var deleted = 0
+        for url in deleting {
+            if let index = uris.firstIndex(of: url) {
+                uris.remove(at: index)
+                deleted += 1
+            }
+        }
+        let position = p.count > 4 ? min(max(0, try p.int(4)), uris.count) : uris.count
+        uris.insert(contentsOf: adding, at: position)
+        guard let url = uris.first else {
+            throw .failed("GID#\(download.id) would have no URI left: add one in the same call")
+        }
+        if url != download.url {
+            do { try await manager.change(download.id) { $0.url = url } } catch { throw .failed(error.description) }
+        }
+        return [.int(Int64(deleted)), .int(Int64(adding.count))]
+    }
+
+    func changeOption(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        guard download.isUnfinished else { throw .failed("Cannot change option for GID#\(download.id)") }
+        let options = try p.object(1) ?? [:]
+        var request = download.request
+        try Aria2Options.apply(options, to: &request, defaults: globals)
+        let changed = request
+        do {
+            try await manager.change(download.id) { $0 = changed }
+        } catch {
+            throw .failed(error.description)
+        }
+        return "OK"
+    }
+
+    func globalOptions() async -> JSONValue {
+        [
+            "dir": .string(globals.dir),
+            "max-concurrent-downloads": .string(String(await manager.maxConcurrentDownloads)),
+            "max-overall-download-limit": .string(String(downloader.rateLimit ?? 0)),
+            "max-download-limit": .string(String(globals.maxDownloadLimit)),
+            "split": .string(String(globals.split)),
+            "max-connection-per-server": .string(String(globals.maxConnectionPerServer)),
+            "min-split-size": .string(String(globals.minSplitSize)),
+            "max-tries": .string(String(globals.maxTries)),
+            "retry-wait": .string(String(globals.retryWait)),
+        ]
+    }
+
+    func changeGlobalOption(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let options = try p.object(0) ?? [:]
+        // Check everything before changing anything.
+        var next = globals
+        if let dir = try Aria2Options.string(options["dir"], "dir") { next.dir = try globals.folders.folder(dir, base: globals.dir) }
+        try Aria2Options.tune(&next, by: options)
+        let concurrent = try Aria2Options.integer(options["max-concurrent-downloads"], "max-concurrent-downloads", in: 1...1000)
+        let overall = try Aria2Options.size(options["max-overall-download-limit"], "max-overall-download-limit")
+        globals = next
+        if let concurrent { await manager.setMaxConcurrentDownloads(Int(concurrent)) }
+        if let overall { downloader.setRateLimit(overall) }
+        return "OK"
+    }
+
+    func globalStat() async -> JSONValue {
+        let totals = await manager.totals()
+        let stopped = String(totals.completed + totals.failed)
+        return [
+            "downloadSpeed": .string(String(Int64(totals.bytesPerSecond))),
+            "uploadSpeed": "0",
+            "numActive": .string(String(totals.running)),
+            "numWaiting": .string(String(totals.queued + totals.paused)),
+            "numStopped": .string(stopped),
+            "numStoppedTotal": .string(stopped),
+        ]
+    }
+
+    func removeResult(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let download = try await download(p.gid(0))
+        guard !download.isUnfinished else { throw .failed("Could not remove download result of GID#\(download.id)") }
+        await manager.remove(download.id)
+        return "OK"
+    }
+
+    // MARK: Lookups
+
+    /// The download of a GID, or of a unique prefix of one (aria2 takes both).
+    func download(_ gid: String) async throws(RPCError) -> DownloadManager.Download {
+        if let download = await manager.download(gid) { return download }
+        let matches = gid.count < 16 ? await manager.downloads().filter { $0.id.hasPrefix(gid) } : []
+        guard matches.count == 1 else { throw .notFound(gid) }
+        return matches[0]
+    }
+
+    /// Waiting and paused downloads in the order they start.
+    func waiting() async -> [DownloadManager.Download] {
+        await manager.downloads().filter { $0.status == .queued || $0.status == .paused }
+    }
+
+    /// Finished downloads, oldest first.
+    func stopped() async -> [DownloadManager.Download] {
+        await manager.downloads().filter { !$0.isUnfinished }.enumerated()
+            .sorted { a, b in
+                switch (a.element.endedAt, b.element.endedAt) {
+                case let (x?, y?): x < y
+                case (nil, _?): true
+                case (_?, nil): false
+                case (nil, nil): a.offset < b.offset
+                }
+            }
+            .map(\.element)
+    }
+
+    /// aria2's paging: from `offset` forwards, or for a negative offset from that far from the
+    /// end backwards (-1 is the last, listed first).
+    static func window<T>(_ list: [T], offset: Int, count: Int) -> [T] {
+        guard count > 0 else { return [] }
+        if offset >= 0 {
+            guard offset < list.count else { return [] }
+            return Array(list[offset..<min(list.count, offset + count)])
+        }
+        let start = list.count + offset
+        guard start >= 0 else { return [] }
+        return Array(list[max(0, start - count + 1)...start].reversed())
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+/// Where the daemon may write what a client asks for.
+///
+/// Without a secret anyone who can reach the port drives the daemon, so every download stays
+/// inside its download folder (`-d`): a relative `dir` resolves against the current `dir`
+/// (itself inside it), an absolute one outside it is refused, and symbolic links are followed
+/// before comparing. With a secret, any folder the daemon's user can write, as in aria2.
+/// Names with control characters are refused either way.
+struct FolderPolicy: Sendable {
+    /// The daemon's download folder, absolute.
+    let root: String
+    /// Whether everything must stay inside ``root``.
+    let confined: Bool
+
+    /// The absolute folder for a `dir` option; a relative one is taken from `base`.
+    func folder(_ dir: String, base: String) throws(RPCError) -> String {
+        try Self.refuseControlCharacters(dir, "dir")
+        let path = Self.normalized(dir.hasPrefix("/") ? dir : base + "/" + dir)
+        guard !confined || Self.contains(root, path) else {
+            throw .failed("dir \(dir) is outside the download folder \(root): without --rpc-secret the daemon writes only there; give a folder inside it, or start the daemon with a secret")
+        }
+        return path
+    }
+
+    /// The file for an `out` option inside `folder`: a relative path without `..`.
+    func file(_ out: String, in folder: String) throws(RPCError) -> String {
+        try Self.refuseControlCharacters(out, "out")
+        guard !out.hasPrefix("/"), !out.split(separator: "/").contains("..") else {
+            throw .failed("out must be a file name inside dir, not \(out)")
+        }
+        let path = Self.normalized(folder + "/" + out)
+        guard !confined || Self.contains(root, path) else {
+            throw .failed("out \(out) leads outside the download folder \(root)")
+        }
+        return path
+    }
+
+    static func refuseControlCharacters(_ text: String, _ name: String) throws(RPCError) {
+        if let bad = text.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+            throw .failed("\(name) must not contain control characters (found U+\(String(format: "%04X", bad.value)))")
+        }
+    }
+
+    /// `path` with `.`, `..` and repeated slashes taken out, without looking at the disk.
+    static func normalized(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch part {
+            case ".": continue
+            case "..": _ = parts.popLast()
+            default: parts.append(part)
+            }
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// Whether `path` is `folder` or inside it once symbolic links are followed (as far as the
+    /// path exists: the rest is created as plain folders).
+    static func contains(_ folder: String, _ path: String) -> Bool {
+        let (outer, inner) = (resolved(folder), resolved(path))
+        return inner == outer || inner.hasPrefix(outer == "/" ? "/" : outer + "/")
+    }
+
+    /// `path` with the longest part that exists resolved by `realpath`.
+    static func resolved(_ path: String) -> String {
+        var existing = normalized(path)
+        var rest: [String] = []
+        while existing != "/" {
+            if let real = realpath(existing, nil) {
+                defer { free(real) }
+                let base = String(cString: real)
+                return normalized(([base] + rest.reversed()).joined(separator: "/"))
+            }
+            rest.append((existing as NSString).lastPathComponent)
+            existing = (existing as NSString).deletingLastPathComponent
+        }
+        return normalized("/" + rest.reversed().joined(separator: "/"))
+    }
+}
