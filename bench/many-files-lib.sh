@@ -43,3 +43,27 @@ verify_tree() {
     [[ -n "$extra" ]] && msg+=" $(wc -l <<<"$extra") leftovers ($(head -n 3 <<<"$extra" | tr '\n' ' ')...);"
     echo "$msg"
 }
+
+# run_timed TIMEFILE LOGFILE CAP COMMAND...: runs COMMAND as `/usr/bin/time -f '%e %U %S %M'
+# -o TIMEFILE timeout -k 10 CAP COMMAND`, output to LOGFILE, and returns its exit status (124 or
+# 137: stopped at the cap). It runs in the background and is waited for, so that a signal to the
+# script is handled at once; the script's exit trap calls stop_timed to stop it.
+TIMED_PID=
+run_timed() {
+    local timefile=$1 logfile=$2 cap=$3 status=0
+    shift 3
+    /usr/bin/time -f '%e %U %S %M' -o "$timefile" timeout -k 10 "$cap" "$@" > "$logfile" 2>&1 &
+    TIMED_PID=$!
+    wait "$TIMED_PID" || status=$?
+    TIMED_PID=
+    return "$status"
+}
+stop_timed() {
+    [[ -n "$TIMED_PID" ]] || return 0
+    # timeout runs in a process group of its own, out of reach of a Ctrl-C: TERM it (it passes the
+    # signal on to the command and exits), then time exits too.
+    local child
+    for child in $(cat /proc/"$TIMED_PID"/task/*/children 2>/dev/null); do kill -TERM "$child" 2>/dev/null; done
+    wait "$TIMED_PID" 2>/dev/null
+    TIMED_PID=
+}

@@ -69,6 +69,8 @@ if has haul; then
 fi
 
 cleanup() {
+    set +e   # clean up everything even if a step fails
+    stop_timed
     stop_nginx
     rm -rf "$RUN"   # the generated files stay under $WORK/www for the next run
 }
@@ -95,7 +97,7 @@ command_for() {   # TOOL SPEC
     case "$1" in
         curl) echo "curl -s -S --no-progress-meter --fail -Z --parallel-max $JOBS -K $RUN/$2.curl" ;;
         aria2c) echo "aria2c -q -j$JOBS -i $list --deferred-input=true --file-allocation=none -d $out" ;;
-        haul) echo "$HAUL get -j$JOBS -q -i $list -d $out --state-dir $RUN/state" ;;
+        haul) echo "$HAUL get -j $JOBS -q -i $list -d $out --state-dir $RUN/state" ;;
     esac
 }
 
@@ -110,7 +112,7 @@ echo "timed with: /usr/bin/time -f '%e %U %S %M' timeout $CAP COMMAND; between r
 echo
 
 FAILED=0
-declare -A RESULTS DNF SUMMARY
+declare -A RESULTS DNF
 for spec in "${SPECS[@]}"; do
     read -r count size < <(parse_spec "$spec")
     make_lists "$spec"
@@ -124,11 +126,10 @@ for spec in "${SPECS[@]}"; do
             if [[ -n "${DNF[$key]:-}" ]]; then
                 echo "round $((round + 1)) $spec $tool: skipped (did not finish in $CAP s before)"; continue
             fi
-            rm -rf "$RUN/out" "$RUN/state"; mkdir -p "$RUN/out"; sync
+            rm -rf "$RUN/out" "$RUN/state" "$RUN/time.txt"; mkdir -p "$RUN/out"; sync
             status=0
             # shellcheck disable=SC2046  # the command is word-split on purpose (no spaces in paths)
-            /usr/bin/time -f '%e %U %S %M' -o "$RUN/time.txt" timeout -k 10 "$CAP" $(command_for "$tool" "$spec") \
-                > "$RUN/tool.log" 2>&1 || status=$?
+            run_timed "$RUN/time.txt" "$RUN/tool.log" "$CAP" $(command_for "$tool" "$spec") || status=$?
             read -r wall user sys rss < <(tail -n 1 "$RUN/time.txt") || { wall=0 user=0 sys=0 rss=0; }
             [[ "$wall" =~ ^[0-9.]+$ ]] || { wall=0 user=0 sys=0 rss=0; }
             cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
