@@ -2,6 +2,11 @@
 # 127.0.0.1 port serving ROOT (its config, pid, logs and temp files under DIR) and sets PORT
 # and NGINX_PID; stop_nginx stops it. With LIMIT_RATE, every connection is held to that many
 # bytes per second (nginx `limit_rate`), like a server that throttles each client connection.
+# Optional settings, read from the environment when start_nginx runs:
+#   NGINX_WORKER_CONNECTIONS  nginx's worker_connections (default 256); above 256 it also raises
+#                             worker_rlimit_nofile to twice that
+#   NGINX_ACCESS_LOG_FORMAT   an nginx log_format string: with it, every request is logged to
+#                             DIR/access.log in that format (default: no access log)
 
 NGINX=$(command -v nginx || ls /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx 2>/dev/null | head -n 1 || true)
 NGINX_PID=
@@ -22,9 +27,14 @@ master_process off;
 worker_processes 1;
 pid "$dir/nginx.pid";
 error_log "$dir/error.log" warn;
-events { worker_connections 256; }
+$( (( ${NGINX_WORKER_CONNECTIONS:-256} > 256 )) && echo "worker_rlimit_nofile $(( ${NGINX_WORKER_CONNECTIONS} * 2 ));" )
+events { worker_connections ${NGINX_WORKER_CONNECTIONS:-256}; }
 http {
-    access_log off;
+$( if [[ -n "${NGINX_ACCESS_LOG_FORMAT:-}" ]]; then
+    printf "    log_format bench '%s';\n    access_log \"%s\" bench;\n" "$NGINX_ACCESS_LOG_FORMAT" "$dir/access.log"
+else
+    echo "    access_log off;"
+fi )
     sendfile on;
     default_type application/octet-stream;
     client_body_temp_path "$dir/client_body";
