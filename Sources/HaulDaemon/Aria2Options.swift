@@ -17,6 +17,9 @@ struct GlobalOptions: Sendable {
     var maxDownloadLimit: Int64 = 0
     var maxTries = 5
     var retryWait = 1
+    /// Headers every download sends (aria2's global `header`).
+    var headers: [DownloadRequest.Header] = []
+    var allowOverwrite = false
 
     var connections: Int { min(split, maxConnectionPerServer) }
 
@@ -39,6 +42,9 @@ struct GlobalOptions: Sendable {
 /// Reading aria2 options (every value a string, as aria2 wants them; JSON numbers are accepted
 /// too) into a ``DownloadRequest``, and writing one back for `getOption`.
 enum Aria2Options {
+    /// The library's range of connections, as aria2's options take it.
+    static let connectionRange = Int64(DownloadRequest.connectionRange.lowerBound)...Int64(DownloadRequest.connectionRange.upperBound)
+
     /// The option names `addUri` and `changeOption` understand; others are ignored, as aria2
     /// ignores options it does not know.
     static let perDownload: Set<String> = [
@@ -55,6 +61,8 @@ enum Aria2Options {
         defaults.apply(rateLimitTo: &request)
         defaults.apply(triesTo: &request)
         defaults.apply(retryWaitTo: &request)
+        request.headers = defaults.headers
+        request.overwrite = defaults.allowOverwrite
         try apply(options, to: &request, defaults: defaults)
         return (request, try bool(options["pause"], "pause") ?? false)
     }
@@ -90,7 +98,7 @@ enum Aria2Options {
                 guard !name.contains(where: { $0.isWhitespace || $0.isNewline }), !value.contains(where: \.isNewline) else {
                     throw .failed("header must be one line 'Name: value', not \(line.debugDescription)")
                 }
-                return (name, value)
+                return DownloadRequest.Header(name: name, value: value)
             }
         }
         if options["max-download-limit"] != nil { tuned.apply(rateLimitTo: &request) }
@@ -105,8 +113,8 @@ enum Aria2Options {
     /// `max-connection-per-server`, `min-split-size`, `max-download-limit`, `max-tries`,
     /// `retry-wait`) into `tuned`, checking each; what is not given stays.
     static func tune(_ tuned: inout GlobalOptions, by options: [String: JSONValue]) throws(RPCError) {
-        if let split = try integer(options["split"], "split", in: 1...16) { tuned.split = Int(split) }
-        if let perServer = try integer(options["max-connection-per-server"], "max-connection-per-server", in: 1...16) {
+        if let split = try integer(options["split"], "split", in: Self.connectionRange) { tuned.split = Int(split) }
+        if let perServer = try integer(options["max-connection-per-server"], "max-connection-per-server", in: Self.connectionRange) {
             tuned.maxConnectionPerServer = Int(perServer)
         }
         if let size = try size(options["min-split-size"], "min-split-size") {

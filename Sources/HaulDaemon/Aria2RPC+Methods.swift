@@ -20,14 +20,14 @@ extension Aria2RPC {
             return try await download(p.gid(0)).aria2Object(keys: try p.keys(1))
         case "aria2.tellActive":
             let keys = try p.keys(0)
-            return .array(await manager.downloads().filter { $0.status == .running }.map { $0.aria2Object(keys: keys) })
+            return .array(await manager.active().map { $0.aria2Object(keys: keys) })
         case "aria2.tellWaiting", "aria2.tellStopped":
             let (offset, count, keys) = (try p.int(0), try p.int(1), try p.keys(2))
             guard count >= 0 else {
                 throw .failed("The integer parameter at 1 has invalid value: the value must be greater than or equal to 0.")
             }
-            let list = method == "aria2.tellWaiting" ? await waiting() : await stopped()
-            return .array(Self.window(list, offset: offset, count: count).map { $0.aria2Object(keys: keys) })
+            let page = await self.page(waiting: method == "aria2.tellWaiting", offset: offset, count: count)
+            return .array(page.map { $0.aria2Object(keys: keys) })
         case "aria2.getUris":
             let download = try await download(p.gid(0))
             guard download.isUnfinished else { throw .failed("No URI data is available for GID#\(download.id)") }
@@ -42,7 +42,7 @@ extension Aria2RPC {
         case "aria2.changeGlobalOption": return try await changeGlobalOption(p)
         case "aria2.getGlobalStat": return await globalStat()
         case "aria2.purgeDownloadResult":
-            for download in await stopped() { await manager.remove(download.id) }
+            await manager.removeAllStopped()
             return "OK"
         case "aria2.removeDownloadResult": return try await removeResult(p)
         case "aria2.getVersion":
@@ -70,9 +70,9 @@ extension Aria2RPC {
         do { id = try await manager.add(request, paused: paused) } catch { throw .failed(error.description) }
         if p.count > 2 {
             let position = try p.int(2)
-            if await waiting().contains(where: { $0.id == id }) { await manager.move(id, to: position) }
+            if await manager.waitingPosition(of: id) != nil { await manager.move(id, to: position) }
         }
-        return .string(id)
+        return .string(id.description)
     }
 
     func remove(_ p: Parameters) async throws(RPCError) -> JSONValue {
@@ -87,7 +87,7 @@ extension Aria2RPC {
         default:
             throw .failed("Active Download not found for GID#\(download.id)")
         }
-        return .string(download.id)
+        return .string(download.id.description)
     }
 
     func pause(_ p: Parameters) async throws(RPCError) -> JSONValue {
@@ -96,14 +96,14 @@ extension Aria2RPC {
             throw .failed("GID#\(download.id) cannot be paused now")
         }
         await manager.pause(download.id)
-        return .string(download.id)
+        return .string(download.id.description)
     }
 
     func unpause(_ p: Parameters) async throws(RPCError) -> JSONValue {
         let download = try await download(p.gid(0))
         guard download.status == .paused else { throw .failed("GID#\(download.id) cannot be unpaused now") }
         await manager.resume(download.id)
-        return .string(download.id)
+        return .string(download.id.description)
     }
 
     func servers(_ p: Parameters) async throws(RPCError) -> JSONValue {
@@ -122,19 +122,18 @@ extension Aria2RPC {
         let gid = try await download(p.gid(0)).id
         let offset = try p.int(1)
         let how = try p.string(2)
-        let list = await waiting()
-        guard let current = list.firstIndex(where: { $0.id == gid }) else {
-            _ = try await download(gid)
+        guard let current = await manager.waitingPosition(of: gid) else {
             throw .failed("GID#\(gid) not found in the waiting queue.")
         }
+        let count = await manager.waitingCount
         let target: Int
         switch how {
         case "POS_SET": target = offset
         case "POS_CUR": target = current + offset
-        case "POS_END": target = list.count - 1 + offset
+        case "POS_END": target = count - 1 + offset
         default: throw .failed("Illegal argument.")
         }
-        let landed = await manager.move(gid, to: min(max(0, target), list.count - 1)) ?? current
+        let landed = await manager.move(gid, to: min(max(0, target), count - 1)) ?? current
         return .int(Int64(landed))
     }
 
@@ -234,41 +233,29 @@ extension Aria2RPC {
 
     /// The download of a GID, or of a unique prefix of one (aria2 takes both).
     func download(_ gid: String) async throws(RPCError) -> DownloadManager.Download {
-        if let download = await manager.download(gid) { return download }
-        let matches = gid.count < 16 ? await manager.downloads().filter { $0.id.hasPrefix(gid) } : []
+        if let id = DownloadID(gid), let download = await manager.download(id) { return download }
+        let matches = gid.count < 16 ? await manager.downloads(withIDPrefix: gid, limit: 2) : []
         guard matches.count == 1 else { throw .notFound(gid) }
         return matches[0]
     }
 
-    /// Waiting and paused downloads in the order they start.
-    func waiting() async -> [DownloadManager.Download] {
-        await manager.downloads().filter { $0.status == .queued || $0.status == .paused }
-    }
-
-    /// Finished downloads, oldest first.
-    func stopped() async -> [DownloadManager.Download] {
-        await manager.downloads().filter { !$0.isUnfinished }.enumerated()
-            .sorted { a, b in
-                switch (a.element.endedAt, b.element.endedAt) {
-                case let (x?, y?): x < y
-                case (nil, _?): true
-                case (_?, nil): false
-                case (nil, nil): a.offset < b.offset
-                }
-            }
-            .map(\.element)
-    }
-
-    /// aria2's paging: from `offset` forwards, or for a negative offset from that far from the
-    /// end backwards (-1 is the last, listed first).
-    static func window<T>(_ list: [T], offset: Int, count: Int) -> [T] {
+    /// aria2's paging of the waiting or stopped list: `count` from `offset` forwards, or for a
+    /// negative offset from that far from the end backwards (-1 is the last, listed first).
+    /// Costs the page, not the list.
+    func page(waiting: Bool, offset: Int, count: Int) async -> [DownloadManager.Download] {
         guard count > 0 else { return [] }
+        let total = waiting ? await manager.waitingCount : await manager.stoppedCount
+        let (start, limit, reversed): (Int, Int, Bool)
         if offset >= 0 {
-            guard offset < list.count else { return [] }
-            return Array(list[offset..<min(list.count, offset + count)])
+            guard offset < total else { return [] }
+            (start, limit, reversed) = (offset, min(count, total - offset), false)
+        } else {
+            let last = total + offset
+            guard last >= 0 else { return [] }
+            let first = max(0, last - count + 1)
+            (start, limit, reversed) = (first, last - first + 1, true)
         }
-        let start = list.count + offset
-        guard start >= 0 else { return [] }
-        return Array(list[max(0, start - count + 1)...start].reversed())
+        let page = waiting ? await manager.waiting(from: start, limit: limit) : await manager.stopped(from: start, limit: limit)
+        return reversed ? page.reversed() : page
     }
 }

@@ -79,7 +79,7 @@ extension DownloadManager.Download {
     /// The full `tellStatus` object, or only `keys` when given (unknown keys are left out).
     func aria2Object(keys: [String]? = nil) -> JSONValue {
         var object: [String: JSONValue] = [
-            "gid": .string(id),
+            "gid": .string(id.description),
             "status": .string(aria2Status),
             "totalLength": .string(String(totalLength)),
             "completedLength": .string(String(completedLength)),

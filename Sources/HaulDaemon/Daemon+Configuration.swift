@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 extension Daemon {
     /// How `haul daemon` listens, whom it answers, and how its downloads run.
@@ -24,6 +25,10 @@ extension Daemon {
         public var maxConnectionsPerHost = 16
         /// Connections per download (aria2's `split`).
         public var connections = 4
+        /// What every download gets unless its call says otherwise (aria2's global options):
+        /// tries, retry wait, minimum split size, rate limit, headers, overwriting. Its URL and
+        /// destination are not used.
+        public var defaults = DownloadRequest(url: "", directory: "")
         /// A rate limit shared by every download (aria2's `--max-overall-download-limit`).
         public var rateLimit: Int64?
         public var stallTimeout: Duration = .seconds(30)

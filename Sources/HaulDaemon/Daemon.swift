@@ -83,8 +83,15 @@ public enum Daemon {
     static func globalOptions(_ configuration: Configuration) -> GlobalOptions {
         let root = Aria2Options.absolute(configuration.directory)
         var globals = GlobalOptions(dir: root, folders: FolderPolicy(root: root, confined: !configuration.hasSecret))
+        let defaults = configuration.defaults
         globals.split = configuration.connections
         globals.maxConnectionPerServer = configuration.connections
+        globals.minSplitSize = defaults.minimumSplitSize
+        globals.maxDownloadLimit = defaults.rateLimit ?? 0
+        globals.maxTries = defaults.maxTries
+        globals.retryWait = Int(defaults.retryWait.components.seconds)
+        globals.headers = defaults.headers
+        globals.allowOverwrite = defaults.overwrite
         return globals
     }
 

@@ -62,21 +62,21 @@ final class Notifier: Service {
 
     func run() async {
         // Downloads between a start and its end: aria2 announces a pause or a stop only for these.
-        var transferring: Set<String> = []
+        var transferring: Set<DownloadID> = []
         for await event in events {
             let wasTransferring = transferring.contains(event.id)
             if case .started = event { transferring.insert(event.id) } else if event.isTerminal { transferring.remove(event.id) }
             guard let name = Self.notification(for: event) else { continue }
             if name == "aria2.onDownloadPause" || name == "aria2.onDownloadStop", !wasTransferring { continue }
-            send(["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id)]]])
+            send(["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id.description)]]])
             switch event {
             case .completed(let id, let result):
                 logger.notice("\(id) complete: \(result.path)")
-                Hooks.run(hooks.onComplete, id: id, path: result.path, logger: logger)
+                Hooks.run(hooks.onComplete, id: id.description, path: result.path, logger: logger)
             case .failed(let id, let error) where error.kind != .cancelled:
                 let download = await manager.download(id)
                 logger.notice("\(id) failed: \(download?.url ?? ""): \(error.message)")
-                Hooks.run(hooks.onError, id: id, path: download.map { $0.destinationIsFile ? $0.destination : "" } ?? "", logger: logger)
+                Hooks.run(hooks.onError, id: id.description, path: download.map { $0.destinationIsFile ? $0.destination : "" } ?? "", logger: logger)
             default:
                 break
             }

@@ -25,8 +25,30 @@ struct ResponsePlan {
     /// A GET answered from the content (200/206): counts as a content GET and towards bytes sent.
     var servesContent = false
 
-    /// Decides the response; precedence is method, failFirst, headAllowed, status, redirect, content.
-    init(method: String, range: String?, ifRange: String?, route: Route, history: RouteHistory) {
+    /// A request's conditions on the representation (RFC 9110 §13.1).
+    struct Conditions {
+        var ifNoneMatch: String?
+        var ifModifiedSince: String?
+
+        /// Whether the client already has the current representation: If-None-Match matches
+        /// (weak comparison) or, without it, If-Modified-Since is our Last-Modified.
+        func notModified(_ validators: ContentValidators) -> Bool {
+            if let ifNoneMatch {
+                guard let etag = validators.etag else { return false }
+                let bare = { (tag: String) in tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+                return ifNoneMatch.split(separator: ",").contains { candidate in
+                    let tag = String(candidate).trimmingSpaces
+                    return tag == "*" || bare(tag) == bare(etag)
+                }
+            }
+            if let ifModifiedSince, let lastModified = validators.lastModified { return ifModifiedSince == lastModified }
+            return false
+        }
+    }
+
+    /// Decides the response; precedence is method, failFirst, headAllowed, status, redirect,
+    /// conditions, content.
+    init(method: String, range: String?, ifRange: String?, conditions: Conditions = .init(), route: Route, history: RouteHistory) {
         let isHead = method == "HEAD"
         if !isHead && method != "GET" {
             self = .errorPage(405, extra: [("Allow", "GET, HEAD")], isHead: false)
@@ -38,6 +60,11 @@ struct ResponsePlan {
             self = .errorPage(status, extra: Self.retryAfter(route), isHead: isHead)
         } else if let location = route.redirectTo {
             self.init(status: route.redirectStatus, headers: [("Location", location), ("Content-Length", "0")])
+        } else if route.honoursConditions, conditions.notModified(history.validators) {
+            var headers: [(String, String)] = []
+            if let etag = history.validators.etag { headers.append(("ETag", etag)) }
+            if let date = history.validators.lastModified { headers.append(("Last-Modified", date)) }
+            self.init(status: 304, headers: headers)
         } else {
             self.init(content: route, isHead: isHead, range: range, ifRange: ifRange, history: history)
         }

@@ -57,6 +57,8 @@ public struct Route: Sendable {
     public var headContentLength: Int?
     /// Send "Accept-Ranges: bytes" on 200, 206 and HEAD.
     public var advertisesRanges: Bool = true
+    /// Answer If-None-Match and If-Modified-Since with 304 when the content is the same.
+    public var honoursConditions = true
     /// The Content-Type of the content (a test serving a web page sets `text/html`).
     public var contentType = "application/octet-stream"
 

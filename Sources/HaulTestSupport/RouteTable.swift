@@ -68,6 +68,7 @@ struct RouteTable {
             method: method,
             range: request.header("Range"),
             ifRange: request.header("If-Range"),
+            conditions: .init(ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since")),
             route: entry.route,
             history: history
         )

@@ -23,20 +23,13 @@ struct AddCommand: AsyncParsableCommand {
     @Option(name: [.short, .long], help: "Save the (single) URL under this name inside the folder, as aria2's --out; an absolute path gives the folder too.")
     var output: String?
 
-    @Option(name: [.customShort("x"), .long], help: "Connections for this download, 1–16 (aria2's split and max-connection-per-server).")
-    var connections: Int?
-
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
     var checksum: String?
-
-    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
-    var header: [String] = []
 
     @Flag(help: "Add it paused: it waits until haul resume.")
     var pause = false
 
-    @Option(help: "Limit this download's rate, e.g. 500K (bytes per second; K, M, G suffixes).")
-    var maxDownloadLimit: String?
+    @OptionGroup var transfer: TransferOptions
 
     @OptionGroup var daemon: DaemonOptions
 
@@ -44,13 +37,8 @@ struct AddCommand: AsyncParsableCommand {
         if urls.isEmpty { throw ValidationError("give at least one URL") }
         if output != nil && urls.count > 1 { throw ValidationError("--output takes a single URL; use --dir for several") }
         if let output, output.isEmpty || output.hasSuffix("/") { throw ValidationError("--output must name a file") }
-        if let connections, !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
         if let checksum {
             do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(error)") }
-        }
-        for value in header { _ = try GetCommand.parseHeader(value) }
-        if let maxDownloadLimit, (ByteCount.parse(maxDownloadLimit) ?? 0) < 1 << 10 {
-            throw ValidationError("--max-download-limit must be a rate of at least 1K, e.g. 2M")
         }
     }
 
@@ -77,7 +65,7 @@ struct AddCommand: AsyncParsableCommand {
     /// The aria2 options of every URL. The daemon runs in another folder, so relative paths
     /// are made absolute here.
     func options(currentDirectory: String) -> [String: JSONValue] {
-        var options: [String: JSONValue] = [:]
+        var options = transfer.aria2Options
         let dir = directory.map { Self.absolute($0, in: currentDirectory) }
         if let dir { options["dir"] = .string(dir) }
         if let output {
@@ -90,14 +78,8 @@ struct AddCommand: AsyncParsableCommand {
                 options["out"] = .string(output)
             }
         }
-        if let connections {
-            options["split"] = .string(String(connections))
-            options["max-connection-per-server"] = .string(String(connections))
-        }
         if let checksum { options["checksum"] = .string(checksum) }
-        if !header.isEmpty { options["header"] = .array(header.map { .string($0) }) }
         if pause { options["pause"] = "true" }
-        if let maxDownloadLimit { options["max-download-limit"] = .string(maxDownloadLimit) }
         return options
     }
 

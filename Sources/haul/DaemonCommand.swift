@@ -40,8 +40,8 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
     var maxConcurrentDownloads: Int = 5
 
-    @Option(name: [.customShort("x"), .long], help: "Connections per download (aria2's split), 1–16.")
-    var connections: Int = 4
+    @OptionGroup(title: "Defaults for every download (a call's own options win)")
+    var transfer: TransferOptions
 
     @Option(help: "Connections open to one host at once, across all downloads.")
     var maxConnectionsPerHost: Int = 16
@@ -66,7 +66,6 @@ struct DaemonCommand: AsyncParsableCommand {
 
     func validate() throws {
         if !(0...65535).contains(rpcListenPort) { throw ValidationError("--rpc-listen-port must be between 0 and 65535") }
-        if !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
         if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
         if let limitRate, (ByteCount.parse(limitRate) ?? 0) < 1 << 10 {
@@ -85,7 +84,8 @@ struct DaemonCommand: AsyncParsableCommand {
         configuration.allowedHosts = rpcAllowHost
         configuration.maxConcurrentDownloads = maxConcurrentDownloads
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
-        configuration.connections = connections
+        configuration.connections = transfer.connections ?? TransferOptions.defaultConnections
+        try transfer.apply(to: &configuration.defaults)
         configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.onDownloadComplete = onDownloadComplete

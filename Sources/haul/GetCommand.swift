@@ -29,38 +29,19 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
     var checksum: String?
 
-    @Option(help: "Give up after this many failed tries in a row (a try that made progress resets the count).")
-    var maxTries: Int = 5
-
-    @Option(help: "Seconds to wait before the first retry; doubles each time, with jitter. A server's Retry-After wins.")
-    var retryWait: Double = 1
+    @OptionGroup var transfer: TransferOptions
 
     @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
     var timeout: Double = 30
 
-    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
-    var header: [String] = []
-
     @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
     var maxConcurrentDownloads: Int = 5
-
-    @Option(name: [.customShort("x"), .long], help: "Connections per download when the server serves ranges of a file of known length (1 disables segmenting).")
-    var connections: Int = 4
 
     @Option(help: "Connections open to one host at once, across all downloads.")
     var maxConnectionsPerHost: Int = 16
 
-    @Option(help: "Never split a segment below this size: bytes, or with K, M or G (binary) suffix.")
-    var minSplitSize: String = "1M"
-
     @Option(help: "Limit the total download rate of all connections, e.g. 2M (bytes per second; K, M, G suffixes).")
     var limitRate: String?
-
-    @Option(help: "Limit each download's rate, e.g. 500K (bytes per second; K, M, G suffixes).")
-    var maxDownloadLimit: String?
-
-    @Flag(help: "Replace a different file already at the destination instead of saving as name.1.ext.")
-    var overwrite = false
 
     @Flag(name: [.short, .long], help: "Print nothing but errors.")
     var quiet = false
@@ -73,54 +54,23 @@ struct GetCommand: AsyncParsableCommand {
         if output != nil && (urls.count > 1 || inputFile != nil) {
             throw ValidationError("--output takes a single URL; use --dir for several")
         }
-        if maxTries < 1 { throw ValidationError("--max-tries must be at least 1") }
-        if !(1...16).contains(connections) { throw ValidationError("--connections must be between 1 and 16") }
-        if !(1...100).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 100") }
+        if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
-        guard let split = ByteCount.parse(minSplitSize), split >= 1 << 10 else {
-            throw ValidationError("--min-split-size must be a size of at least 1K, e.g. 1M")
+        if let limitRate, (ByteCount.parse(limitRate) ?? 0) < 1 << 10 {
+            throw ValidationError("--limit-rate must be a rate of at least 1K, e.g. 2M")
         }
-        _ = split
-        for (flag, value) in [("--limit-rate", limitRate), ("--max-download-limit", maxDownloadLimit)] {
-            if let value, (ByteCount.parse(value) ?? 0) < 1 << 10 {
-                throw ValidationError("\(flag) must be a rate of at least 1K, e.g. 2M")
-            }
-        }
-        if !(retryWait >= 0 && retryWait <= 3600) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if let checksum {
             do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(error)") }
         }
-        for value in header { _ = try Self.parseHeader(value) }
     }
 
-    /// `Name: value`, refusing anything that could smuggle a second header or request line.
-    static func parseHeader(_ text: String) throws -> (name: String, value: String) {
-        guard let colon = text.firstIndex(of: ":") else { throw ValidationError("bad header \"\(text)\": expected 'Name: value'") }
-        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        let tokenCharacters = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
-        guard !name.isEmpty, name.unicodeScalars.allSatisfy({ $0.isASCII && tokenCharacters.contains($0) }) else {
-            throw ValidationError("bad header name \"\(name)\"")
-        }
-        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
-            throw ValidationError("header \(name) contains control characters")
-        }
-        return (name, value)
-    }
+    /// URLs read from the input file a batch at a time: the first downloads start while the
+    /// rest of a long list is still being read.
+    static let batchSize = 5000
 
     func run() async throws {
-        let entries = try urls.map { InputEntry(url: $0) } + (inputFile.map(InputFile.entries(from:)) ?? [])
-        if entries.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
-        let requests = try entries.map(request(for:))
-        var urlOfFile: [String: String] = [:]
-        for request in requests {
-            guard case .file(let path) = request.destination else { continue }
-            let absolute = (path as NSString).standardizingPath
-            if let other = urlOfFile.updateValue(request.url, forKey: absolute), other != request.url {
-                throw ValidationError("\(other) and \(request.url) would both be saved as \(path)")
-            }
-        }
+        let startedAt = ContinuousClock.now
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
@@ -135,22 +85,58 @@ struct GetCommand: AsyncParsableCommand {
         let manager = DownloadManager(downloader: downloader, configuration: .init(
             maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost, queue: "haul-get"))
         let interrupts = InterruptHandler(manager: manager)
-        var ids: [DownloadManager.ID] = []
+        let display = ProgressDisplay(quiet: quiet, manager: manager, startedAt: startedAt)
+        let drawing = Task { await display.run() }
         var failures: [DownloadError] = []
-        for (entry, request) in zip(entries, requests) where interrupts.exitStatus == nil {
+        var input = try inputFile.map(InputFile.init(path:))
+        var pending = urls.map { InputEntry(url: $0) }
+        // Two URLs of this run for the same file: the second is an error, not a replacement.
+        var urlOfFile: [String: String] = [:]
+        // The options parsed once: every request shares them (one copy of the headers, not a million).
+        var template = DownloadRequest(url: "", directory: directory)
+        try transfer.apply(to: &template)
+        let checksum = try self.checksum.map { text in
+            do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
+        }
+        while interrupts.exitStatus == nil {
+            if pending.isEmpty, input != nil { pending = try input!.next(Self.batchSize) }
+            if pending.isEmpty { break }
+            var batch: [(InputEntry, DownloadRequest)] = []
+            for entry in pending {
+                do {
+                    let request = try request(for: entry, template: template, checksum: checksum)
+                    if case .file(let path) = request.destination {
+                        let absolute = DownloadRequest.absolutePath(path)
+                        if let other = urlOfFile.updateValue(entry.url, forKey: absolute), other != entry.url {
+                            throw DownloadError.invalidRequest("\(other) is already saved as \(path) by this command")
+                        }
+                    }
+                    batch.append((entry, request))
+                } catch {
+                    Terminal.error("\(entry.url): \((error as? DownloadError)?.message ?? "\(error)")")
+                    failures.append((error as? DownloadError) ?? .invalidRequest("\(error)"))
+                }
+            }
+            pending = []
             do throws(DownloadError) {
-                // A download this command left unfinished (killed, interrupted) continues; one
-                // it finished is checked against the server again (one HEAD).
-                let id = try await manager.add(request, replacing: true)
-                await manager.requeue(id)
-                if !ids.contains(id) { ids.append(id) }
+                // A download this command left unfinished (killed, interrupted) continues; one it
+                // finished is checked against the server again (one conditional request).
+                let added = try await manager.add(contentsOf: batch.map(\.1), replacing: true, requeueExisting: true)
+                for ((entry, _), result) in zip(batch, added) {
+                    switch result {
+                    case .success(let id): display.track(id)
+                    case .failure(let error):
+                        Terminal.error("\(entry.url): \(error.message)")
+                        failures.append(error)
+                    }
+                }
             } catch {
-                Terminal.error("\(entry.url): \(error.message)")
+                Terminal.error(error.description)
                 failures.append(error)
+                break
             }
         }
-        let display = ProgressDisplay(quiet: quiet, manager: manager, ids: ids)
-        let drawing = Task { await display.run() }
+        if display.isEmpty, failures.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
         await manager.waitUntilIdle()
         drawing.cancel()
         await drawing.value
@@ -164,29 +150,37 @@ struct GetCommand: AsyncParsableCommand {
         }
         let finished = await display.finish()
         await manager.shutdown()
-        try? await downloader.shutdown()
+        if let failure = await manager.failure {
+            // The store failed: one line says so, not one a download.
+            Terminal.error(failure.description)
+            try? await downloader.shutdown()
+            throw ExitCode(ExitStatus.code(for: [failure]))
+        }
+        do { try await downloader.shutdown() } catch {
+            Terminal.error("\(error)")
+            failures.append(.io("\(error)"))
+        }
         failures += finished.compactMap(\.error)
         if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
     }
 
     /// The request for one URL with the command's options; an entry's own `out=`, `dir=` and
     /// `checksum=` win.
-    private func request(for entry: InputEntry) throws -> DownloadRequest {
+    private func request(for entry: InputEntry, template: DownloadRequest, checksum: Checksum?) throws -> DownloadRequest {
         let folder = entry.dir ?? directory
-        var request = (output ?? entry.out.map { (folder as NSString).appendingPathComponent($0) })
-            .map { DownloadRequest(url: entry.url, file: $0) } ?? DownloadRequest(url: entry.url, directory: folder)
-        request.headers = try header.map(Self.parseHeader)
-        do {
-            request.checksum = try (entry.checksum ?? checksum).map(Checksum.init(parsing:))
-        } catch {
-            throw ValidationError("\(entry.url): \(error)")
+        var request = template
+        request.url = entry.url
+        if let file = output ?? entry.out.map({ (folder as NSString).appendingPathComponent($0) }) {
+            request.destination = .file(file)
+        } else {
+            request.destination = .directory(folder)
         }
-        request.maxTries = maxTries
-        request.retryWait = .milliseconds(Int64(retryWait * 1000))
-        request.overwrite = overwrite
-        request.connections = connections
-        request.minimumSplitSize = ByteCount.parse(minSplitSize) ?? 1 << 20
-        request.rateLimit = maxDownloadLimit.flatMap(ByteCount.parse)
+        do {
+            request.checksum = try entry.checksum.map(Checksum.init(parsing:)) ?? checksum
+        } catch {
+            throw DownloadError.invalidRequest("\(error)")
+        }
+        try request.validate()
         return request
     }
 }

@@ -12,43 +12,106 @@ struct InputEntry: Equatable {
     var checksum: String?
 }
 
-enum InputFile {
-    static func entries(from path: String) throws -> [InputEntry] {
-        let text: String
+/// Reads an input file a batch of entries at a time, so a list of a million URLs starts
+/// downloading after its first batch and is never held whole in memory.
+struct InputFile {
+    private let handle: FileHandle
+    private let name: String
+    /// Bytes read; those before `start` are already split into lines.
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
+    private var lineNumber = 0
+    /// The entry whose option lines may still follow.
+    private var current: InputEntry?
+
+    /// Opens `path` ('-' for standard input).
+    init(path: String) throws {
+        name = path
         if path == "-" {
-            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            handle = FileHandle.standardInput
         } else {
-            guard let data = FileManager.default.contents(atPath: path) else {
+            guard let handle = FileHandle(forReadingAtPath: path) else {
                 throw ValidationError("cannot read input file \(path): \(String(cString: strerror(errno)))")
             }
-            text = String(decoding: data, as: UTF8.self)
+            self.handle = handle
         }
-        return try parse(text, name: path)
     }
 
-    static func parse(_ text: String, name: String) throws -> [InputEntry] {
+    /// Up to `limit` entries; none at the end of the file.
+    mutating func next(_ limit: Int) throws -> [InputEntry] {
         var entries: [InputEntry] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            guard line.first == " " || line.first == "\t" else {
-                let url = trimmed.split(separator: "\t").first.map(String.init) ?? trimmed
-                entries.append(InputEntry(url: url))
-                continue
-            }
-            guard !entries.isEmpty, let equals = trimmed.firstIndex(of: "=") else {
-                throw ValidationError("\(name):\(index + 1): expected an indented 'option=value' under a URL line")
-            }
-            let value = String(trimmed[trimmed.index(after: equals)...])
-            switch trimmed[..<equals] {
-            case "out": entries[entries.count - 1].out = value
-            case "dir": entries[entries.count - 1].dir = value
-            case "checksum": entries[entries.count - 1].checksum = value
-            case let option:
-                throw ValidationError("\(name):\(index + 1): option '\(option)' is not supported (out, dir, checksum are)")
-            }
+        while entries.count < limit, let line = try readLine() {
+            lineNumber += 1
+            if let finished = try take(line) { entries.append(finished) }
+        }
+        if entries.count < limit, let last = current {
+            // The end of the file ends the last entry.
+            current = nil
+            entries.append(last)
         }
         return entries
+    }
+
+    /// Every entry of `text` at once (for tests).
+    static func parse(_ text: String, name: String) throws -> [InputEntry] {
+        var reader = InputFile(text: text, name: name)
+        return try reader.next(.max)
+    }
+
+    private init(text: String, name: String) {
+        handle = FileHandle.nullDevice
+        self.name = name
+        buffer = Array(text.utf8)
+        atEnd = true
+    }
+
+    /// One line, entries it completes come back from ``take(_:)``.
+    private mutating func take(_ raw: Substring) throws -> InputEntry? {
+        let line = raw.hasSuffix("\r") ? raw.dropLast() : raw
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
+        guard line.first == " " || line.first == "\t" else {
+            let url = trimmed.split(separator: "\t").first.map(String.init) ?? trimmed
+            let finished = current
+            current = InputEntry(url: url)
+            return finished
+        }
+        guard current != nil, let equals = trimmed.firstIndex(of: "=") else {
+            throw ValidationError("\(name):\(lineNumber): expected an indented 'option=value' under a URL line")
+        }
+        let value = String(trimmed[trimmed.index(after: equals)...])
+        switch trimmed[..<equals] {
+        case "out": current?.out = value
+        case "dir": current?.dir = value
+        case "checksum": current?.checksum = value
+        case let option:
+            throw ValidationError("\(name):\(lineNumber): option '\(option)' is not supported (out, dir, checksum are)")
+        }
+        return nil
+    }
+
+    private mutating func readLine() throws -> Substring? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[start..<newline], as: UTF8.self)
+                start = newline + 1
+                return line[...]
+            }
+            if atEnd {
+                guard start < buffer.count else { return nil }
+                let line = String(decoding: buffer[start...], as: UTF8.self)
+                start = buffer.count
+                return line[...]
+            }
+            // Keep only the unfinished line before reading more.
+            buffer.removeSubrange(..<start)
+            start = 0
+            let chunk: Data?
+            do { chunk = try handle.read(upToCount: 1 << 16) } catch {
+                throw ValidationError("cannot read input file \(name): \(error.localizedDescription)")
+            }
+            if let chunk, !chunk.isEmpty { buffer += chunk } else { atEnd = true }
+        }
     }
 }

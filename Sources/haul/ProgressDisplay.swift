@@ -14,32 +14,48 @@ final class ProgressDisplay: Sendable {
 
     private let quiet: Bool
     private let manager: DownloadManager
-    private let ids: [DownloadManager.ID]
-    private let startedAt = ContinuousClock.now
-    /// Downloads whose failure is already printed.
-    private let reported = Mutex<Set<DownloadManager.ID>>([])
+    private let startedAt: ContinuousClock.Instant
+    private struct State {
+        /// This command's downloads, in the order given.
+        var ids: [DownloadManager.ID] = []
+        var known = Set<DownloadManager.ID>()
+        /// How many stopped downloads have been looked at for failures to print.
+        var stoppedSeen = 0
+    }
+    private let state = Mutex(State())
 
-    init(quiet: Bool, manager: DownloadManager, ids: [DownloadManager.ID]) {
+    init(quiet: Bool, manager: DownloadManager, startedAt: ContinuousClock.Instant) {
         self.quiet = quiet
         self.manager = manager
-        self.ids = ids
+        self.startedAt = startedAt
     }
 
-    /// Draws until cancelled.
+    /// One more download of this command (once, however often it is given).
+    func track(_ id: DownloadManager.ID) {
+        state.withLock { state in
+            if state.known.insert(id).inserted { state.ids.append(id) }
+        }
+    }
+
+    var isEmpty: Bool { state.withLock { $0.ids.isEmpty } }
+
+    private var count: Int { state.withLock { $0.ids.count } }
+
+    /// Draws until cancelled. Each frame costs the running downloads and the ones that ended
+    /// since the last, never the whole list.
     func run() async {
         var lastPlain = ContinuousClock.now
         while !Task.isCancelled {
-            let downloads = await ours()
+            let running = await manager.active()
             // The manager holds only this command's downloads.
             let totals = await manager.totals()
-            reportFailures(downloads)
+            await reportNewFailures()
             if !quiet {
                 if Terminal.isInteractive {
-                    Terminal.redraw(liveLines(downloads, totals: totals))
+                    Terminal.redraw(liveLines(running, totals: totals))
                 } else if ContinuousClock.now - lastPlain >= Self.plainInterval {
                     lastPlain = .now
-                    let running = downloads.filter { $0.status == .running }
-                    let lines = ids.count == 1 ? running.map(line(for:)) : [totalLine(totals)]
+                    let lines = count == 1 ? running.map(line(for:)) : [totalLine(totals)]
                     for line in lines { Terminal.write(line + "\n") }
                 }
             }
@@ -49,9 +65,11 @@ final class ProgressDisplay: Sendable {
 
     /// Clears the live lines, prints what is left to say, and returns every download as it ended.
     func finish() async -> [DownloadManager.Download] {
-        let downloads = await ours()
+        let all = await manager.downloads()
+        let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let downloads = state.withLock { $0.ids }.compactMap { byID[$0] }
         Terminal.clearDisplay()
-        reportFailures(downloads)
+        await reportNewFailures()
         guard !quiet else { return downloads }
         if downloads.count == 1, let only = downloads.first, let result = only.result {
             Terminal.write(savedLine(result, elapsed: elapsed(only)) + "\n")
@@ -61,32 +79,33 @@ final class ProgressDisplay: Sendable {
         return downloads
     }
 
-    /// This command's downloads, in the order given: one call to the manager, not one per id.
-    private func ours() async -> [DownloadManager.Download] {
-        let all = await manager.downloads()
-        let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        return ids.compactMap { byID[$0] }
-    }
-
-    private func reportFailures(_ downloads: [DownloadManager.Download]) {
-        let fresh = downloads.filter { download in
-            download.status == .failed && reported.withLock { $0.insert(download.id).inserted }
-        }
+    /// Prints the failures among the downloads that stopped since the last look.
+    private func reportNewFailures() async {
+        let seen = state.withLock { $0.stoppedSeen }
+        let total = await manager.stoppedCount
+        guard total > seen else { return }
+        // A failing store stops everything with one error, said once at the end.
+        let storeFailure = await manager.failure
+        let fresh = await manager.stopped(from: seen, limit: total - seen).filter { $0.status == .failed && $0.error != storeFailure }
+        state.withLock { $0.stoppedSeen = total }
         guard !fresh.isEmpty else { return }
         Terminal.clearDisplay()
-        for download in fresh {
+        for download in fresh.prefix(Self.failuresShown) {
             Terminal.error("\(download.url): \(download.error?.message ?? "failed")")
         }
+        if fresh.count > Self.failuresShown { Terminal.error("… and \(fresh.count - Self.failuresShown) more failed") }
     }
+
+    /// Failure lines printed at once, at most.
+    static let failuresShown = 50
 
     // MARK: Lines
 
-    func liveLines(_ downloads: [DownloadManager.Download], totals: DownloadManager.Totals) -> [String] {
-        let running = downloads.filter { $0.status == .running }
+    func liveLines(_ running: [DownloadManager.Download], totals: DownloadManager.Totals) -> [String] {
         let room = max(1, min(10, Terminal.height - 3))
         var lines = running.prefix(room).map(line(for:))
         if running.count > room { lines.append("… and \(running.count - room) more running") }
-        if downloads.count > 1 { lines.append(totalLine(totals)) }
+        if count > 1 { lines.append(totalLine(totals)) }
         return lines
     }
 
@@ -152,12 +171,17 @@ final class ProgressDisplay: Sendable {
     func summaryTable(_ downloads: [DownloadManager.Download]) -> String {
         var rows = [["NAME", "SIZE", "TIME", "AVG SPEED", "RESULT"]]
         var saved: Int64 = 0
+        // A long list shows only what did not go well (the count line says the rest).
+        let long = downloads.count > Self.tableRows
+        var shown = 0
         for download in downloads {
+            if download.status == .completed { saved += download.result?.bytes ?? 0 }
+            if long, download.status == .completed || shown >= Self.tableRows { continue }
+            shown += 1
             let time = elapsed(download)
             switch download.status {
             case .completed:
                 let result = download.result
-                saved += result?.bytes ?? 0
                 let fetched = result?.bytesFetched ?? 0
                 rows.append([name(of: download), Format.bytes(result?.bytes ?? 0), time.map(Format.duration) ?? "-",
                              result?.wasAlreadyComplete == true ? "-" : Format.rate(Self.rate(fetched, in: time ?? .zero)),
@@ -176,6 +200,9 @@ final class ProgressDisplay: Sendable {
         text += "\(ok) of \(downloads.count) downloads complete, \(Format.bytes(saved)) in \(Format.duration(.now - startedAt))\n"
         return text
     }
+
+    /// Rows of the summary table, at most.
+    static let tableRows = 50
 
     /// `name` shortened in the middle to `width` characters.
     static func fit(_ name: String, _ width: Int) -> String {

@@ -57,13 +57,13 @@ import Testing
         let store = try Store(directory: dir.file("state"))
         var checkpointed = false
         for _ in 0..<2000 where !checkpointed {
-            checkpointed = ((try? await store.record(destination: dir.file("big.bin")))??.ranges.ranges.count ?? 0) > 1
+            checkpointed = ((try? await store.row(path: dir.file("big.bin")))??.ranges.ranges.count ?? 0) > 1
             if !checkpointed { try await Task.sleep(for: .milliseconds(10)) }
         }
         haul.signal(SIGKILL)
         _ = try await haul.finish()
         #expect(!dir.exists("big.bin"))
-        let durable = try #require(try await store.record(destination: dir.file("big.bin"))).ranges
+        let durable = try #require(try await store.row(path: dir.file("big.bin"))).ranges
         #expect(durable.ranges.count > 1, "eight connections leave holes")
         let sentBefore = server.stats("/big.bin").bodyBytesSent
         let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)

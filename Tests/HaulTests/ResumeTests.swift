@@ -166,12 +166,16 @@ import Testing
         // A record claiming every byte, as after a crash between the last write and the rename.
         try harness.directory.write("f.bin.part", content)
         let store = try Store(directory: harness.stateDirectory)
-        let now = Date()
         let etag = try await probeETag(server.url("/f.bin"))
-        try await store.save(DownloadRecord(
-            id: "x", destination: harness.directory.file("f.bin"), url: server.url("/f.bin"), totalLength: Int64(content.count),
-            etag: etag, acceptsRanges: true, ranges: ByteRanges([0..<Int64(content.count)]), status: .running,
-            createdAt: now, updatedAt: now))
+        var row = DownloadRow(id: .random(), queue: nil, request: DownloadRequest(url: server.url("/f.bin"), file: harness.directory.file("f.bin")))
+        row.status = .running
+        row.path = harness.directory.file("f.bin")
+        row.totalLength = Int64(content.count)
+        row.validators = Validators(etag: etag)
+        row.acceptsRanges = true
+        row.ranges = ByteRanges([0..<Int64(content.count)])
+        store.writer.insert(row)
+        try await store.flush()
 
         _ = try await harness.download(harness.request(server.url("/f.bin"), file: "f.bin")).get()
         let sent = server.stats("/f.bin").bodyBytesSent

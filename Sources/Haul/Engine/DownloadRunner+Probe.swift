@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 
 /// What the server says about a URL before any byte is written.
@@ -9,10 +10,53 @@ struct ProbeResult: Sendable {
     var suggestedName: String?
 }
 
+/// The first answer of an attempt: what it says about the file, and its body when it was a
+/// GET whose bytes can be kept.
+struct FirstContact: Sendable {
+    var probe: ProbeResult
+    var answer: HTTPAnswer?
+}
+
 extension DownloadRunner {
+    var headers: [(String, String)] { request.headers.map { ($0.name, $0.value) } }
+
+    /// A GET straight away when nothing of this download is on disk yet (one request, as curl
+    /// and aria2 make, instead of a HEAD and a GET), else a HEAD to learn what to resume.
+    func firstContact(streamFirst: Bool) async throws(DownloadError) -> FirstContact {
+        guard streamFirst, nothingOnDisk else { return FirstContact(probe: try await probe()) }
+        let answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
+        let head = answer.head
+        guard (200...299).contains(head.status) else { throw head.error }
+        var probe = ProbeResult(head, url: answer.url)
+        if head.status == 206 {
+            // Only a 206 of the whole file is the same as a 200.
+            guard let range = head.contentRange, range.first == 0, let total = range.total, range.last == total - 1 else {
+                return FirstContact(probe: try await self.probe())
+            }
+            probe.totalLength = total
+            probe.acceptsRanges = true
+        }
+        return FirstContact(probe: probe, answer: answer)
+    }
+
+    /// Whether neither the file nor its part file is where the download would go, as far as
+    /// can be told before the server names the file.
+    var nothingOnDisk: Bool {
+        let candidate: String
+        switch request.destination {
+        case .file(let path):
+            candidate = DestinationResolver.absolute(path)
+        case .directory(let directory):
+            guard let name = URLComponents(string: request.url).flatMap({ FileNameSanitizer.name(fromURLPath: $0.percentEncodedPath) })
+            else { return false }
+            candidate = (DestinationResolver.absolute(directory) as NSString).appendingPathComponent(name)
+        }
+        return !FileManager.default.fileExists(atPath: candidate) && !FileManager.default.fileExists(atPath: candidate + ".part")
+    }
+
     /// HEAD, falling back to a one-byte ranged GET when HEAD is refused or says nothing useful.
     func probe() async throws(DownloadError) -> ProbeResult {
-        let head = try await transport.send(.HEAD, url: request.url, headers: request.headers.map { ($0.name, $0.value) }, stallTimeout: stallTimeout)
+        let head = try await transport.send(.HEAD, url: request.url, headers: headers, stallTimeout: stallTimeout)
         if (200...299).contains(head.head.status), head.head.contentLength != nil || head.head.isChunked {
             return ProbeResult(head.head, url: head.url)
         }
@@ -20,9 +64,8 @@ extension DownloadRunner {
         // refuse HEAD (405, 501), forbid it, or answer it without a length: a ranged GET
         // for one byte costs one round trip and tells the truth.
         if head.head.error.isRetryable, head.head.status != 501 { throw head.head.error }
-        var headers = request.headers.map { ($0.name, $0.value) }
-        headers.append(("Range", RangeHeader.value(from: 0, to: 0)))
-        let get = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
+        let get = try await transport.send(.GET, url: request.url, headers: headers + [("Range", RangeHeader.value(from: 0, to: 0))],
+                                           stallTimeout: stallTimeout)
         // The body is dropped unread, which cancels the request.
         let answer = get.head
         switch answer.status {
@@ -41,6 +84,40 @@ extension DownloadRunner {
         default:
             throw answer.error
         }
+    }
+
+    /// A download completed before, asked for again: one conditional request with the
+    /// validators it was saved with. Unchanged → nothing fetched. Changed → the new version is
+    /// downloaded and replaces Haul's own file once complete. Returns nil when the file is
+    /// gone or is no longer the one Haul wrote (then the usual rules apply).
+    func revalidated(_ retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult? {
+        guard let row = try await store.row(id), let path = row.path, let bytes = row.resultBytes,
+              DestinationResolver.regularFileSize(path) == bytes,
+              let modified = FileCommitter.modified(path), let recorded = row.fileModified, abs(modified - recorded) < 1e-6
+        else { return nil }
+        let unchanged = DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
+        let known = row.validators
+        guard !known.isEmpty else {
+            // Nothing to ask conditionally: the length is all there is to compare.
+            let probe = try await retrying(&retry) { () async throws(DownloadError) in try await self.probe() }
+            return probe.totalLength == bytes ? unchanged : nil
+        }
+        var conditions: [(String, String)] = []
+        if let etag = known.etag { conditions.append(("If-None-Match", etag)) }
+        if let lastModified = known.lastModified { conditions.append(("If-Modified-Since", lastModified)) }
+        let answer = try await retrying(&retry) { () async throws(DownloadError) in
+            let answer = try await transport.send(.GET, url: request.url, headers: headers + conditions, stallTimeout: stallTimeout)
+            guard answer.head.status == 304 || answer.head.status == 200 else { throw answer.head.error }
+            return answer
+        }
+        if answer.head.status == 304 { return unchanged }
+        let probe = ProbeResult(answer.head, url: answer.url)
+        // A server that ignores conditions but sends the same validators sent the same file.
+        if probe.totalLength == bytes, !probe.validators.isEmpty, probe.validators == known { return unchanged }
+        logger.debug("changed on the server", metadata: ["path": "\(path)"])
+        guard let part = try lockNow(partOf: path) else { return nil }
+        events.resolved(path)
+        return try await transfer(to: path, part: part, probe: probe, first: answer, replacing: true, retry: &retry)
     }
 }
 

@@ -36,19 +36,25 @@ extension DownloadRunner {
 
     /// Fetches `missing` over up to `request.connections` connections. Returns true when every
     /// byte is written, false when the server stopped honouring ranges (a single stream takes over).
-    func segmentedTransfer(_ transfer: inout Transfer, missing: [Range<Int64>], trusted: ByteRanges) async throws(DownloadError) -> Bool {
+    ///
+    /// - Parameter first: the first contact's answer to a plain GET: its body, from byte 0, feeds
+    ///   the first segment, so a fresh download costs no extra request.
+    func segmentedTransfer(_ transfer: inout Transfer, missing: [Range<Int64>], trusted: ByteRanges,
+                           first: HTTPAnswer?) async throws(DownloadError) -> Bool {
         // Under a manager, connections beyond the first need free slots on the host.
         let extra = lease?.acquire(upTo: request.connections - 1) ?? request.connections - 1
         defer { lease?.release(extra) }
         let connections = 1 + extra
         let planner = SegmentPlanner(missing: missing, connections: connections, minimumSplit: request.minimumSplitSize)
         let context = SegmentContext(
-            total: transfer.machine.total ?? 0, validators: transfer.machine.validators, destination: transfer.record.destination,
+            total: transfer.machine.total ?? 0, validators: transfer.machine.validators, destination: transfer.state.path,
             part: transfer.part, checkpointer: transfer.checkpointer, board: SegmentBoard(planner: planner, written: trusted))
         logger.debug("segmented", metadata: ["connections": "\(connections)", "holes": "\(missing.count)"])
+        // The first answer's body starts at 0: the segment that starts there is its.
+        let opening = first.flatMap { answer in context.board.assign().map { (segment: $0, answer: answer) } }
         let failure: DownloadError? = await withTaskGroup(of: DownloadError?.self) { group in
-            for _ in 0..<connections {
-                group.addTask { await self.connection(context) }
+            for index in 0..<connections {
+                group.addTask { await self.connection(context, opening: index == 0 ? opening : nil) }
             }
             var first: DownloadError?
             for await failure in group {
@@ -68,9 +74,18 @@ extension DownloadRunner {
         return context.board.isComplete
     }
 
-    /// One connection: takes segments until none is left, retrying on its own.
-    private func connection(_ context: SegmentContext) async -> DownloadError? {
+    /// One connection: takes segments until none is left, retrying on its own. `opening` is a
+    /// segment already assigned with the answer that serves it.
+    private func connection(_ context: SegmentContext, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?) async -> DownloadError? {
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        if let opening {
+            do throws(DownloadError) {
+                try await receive(opening.answer.body, segment: opening.segment, announcedEnd: context.total, context)
+            } catch {
+                if error.kind == .cancelled || Task.isCancelled { return .cancelled }
+            }
+            context.board.release(opening.segment.id)
+        }
         while !context.board.isComplete {
             if Task.isCancelled { return .cancelled }
             guard let segment = context.board.assign() else {
@@ -97,7 +112,7 @@ extension DownloadRunner {
 
     /// Asks for one segment and writes its bytes until the segment's (possibly moved) end.
     private func fetch(_ segment: SegmentPlanner.Segment, _ context: SegmentContext) async throws(DownloadError) {
-        var headers = request.headers.map { ($0.name, $0.value) }
+        var headers = self.headers
         headers.append(("Range", RangeHeader.value(from: segment.next, to: segment.end - 1)))
         if let ifRange = context.validators.ifRange { headers.append(("If-Range", ifRange)) }
         let answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)

@@ -2,10 +2,24 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 
+/// What the engine knows about one file on the server and on disk, as its row keeps it.
+struct EngineState: Sendable, Hashable {
+    var path: String
+    var totalLength: Int64?
+    var validators = Validators()
+    var acceptsRanges = false
+    /// Bytes flushed to disk before the store recorded them.
+    var ranges = ByteRanges()
+
+    var patch: RowPatch {
+        .engine(path: path, totalLength: totalLength, validators: validators, acceptsRanges: acceptsRanges, ranges: ranges)
+    }
+}
+
 extension DownloadRunner {
     /// The mutable side of one transfer, kept together so each step takes one `inout`.
     struct Transfer {
-        var record: DownloadRecord
+        var state: EngineState
         var machine: TransferStateMachine
         var digest: StreamingDigest?
         var meter = SpeedMeter()
@@ -22,26 +36,34 @@ extension DownloadRunner {
     /// How often progress snapshots go out; more often only costs the byte loop.
     static let progressInterval: Duration = .milliseconds(100)
 
-    func transfer(to path: String, part: PartFile, probe: ProbeResult, retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult {
+    /// Transfers into `part` until `path` is complete and in place.
+    ///
+    /// - Parameters:
+    ///   - first: an answer to a plain GET whose body has not been read yet (the first contact).
+    ///   - replacing: the file at `path` is Haul's own earlier version; the new one replaces it.
+    func transfer(to path: String, part: PartFile, probe: ProbeResult, first: HTTPAnswer?, replacing: Bool,
+                  retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult {
         defer { part.unlock() }
-        let record = try await loadRecord(for: path, part: part, probe: probe)
+        let state = try await loadState(for: path, part: part, probe: probe)
         var transfer = Transfer(
-            record: record,
-            machine: TransferStateMachine(total: record.totalLength, validators: record.validators,
-                                          acceptsRanges: record.acceptsRanges, offset: record.ranges.contiguousPrefix),
+            state: state,
+            machine: TransferStateMachine(total: state.totalLength, validators: state.validators,
+                                          acceptsRanges: state.acceptsRanges, offset: state.ranges.contiguousPrefix),
             digest: nil, part: part,
-            checkpointer: Checkpointer(part: part, store: store, id: record.id, durable: record.ranges))
+            checkpointer: Checkpointer(part: part, writer: store.writer, id: id, durable: state.ranges))
+        var first = first
         do {
             // Fails fast on a full disk; blocks already written cost nothing to reserve again.
-            if let total = record.totalLength, total > 0 { try part.preallocate(total) }
-            if let missing = segmentation(of: transfer, trusted: record.ranges) {
+            if let total = state.totalLength, total > 0 { try part.preallocate(total) }
+            if let missing = segmentation(of: transfer, trusted: state.ranges) {
                 // Bytes arrive out of order: the checksum is computed over the file at the end.
-                let complete = try await segmentedTransfer(&transfer, missing: missing, trusted: record.ranges)
+                let complete = try await segmentedTransfer(&transfer, missing: missing, trusted: state.ranges, first: first)
+                first = nil
                 // One stream takes over from the bytes the connections left (all of them, or up
                 // to the first hole when the server stopped honouring ranges).
                 transfer.machine.takeOver(from: transfer.written.contiguousPrefix)
                 transfer.segmentsWritten = nil
-                if complete { return try await finish(&transfer, at: path) }
+                if complete { return try await finish(&transfer, at: path, replacing: replacing) }
                 logger.debug("falling back to one connection")
             }
             transfer.digest = try request.checksum.map { checksum throws(DownloadError) in
@@ -50,59 +72,75 @@ extension DownloadRunner {
             while true {
                 let before = transfer.machine.offset
                 do {
-                    if try await attempt(&transfer) { break }
+                    let answer = first
+                    first = nil
+                    if try await attempt(&transfer, prefetched: answer) { break }
                 } catch {
                     let (checkpointer, written) = (transfer.checkpointer, transfer.written)
                     try await Self.detached { () async throws(DownloadError) in try await checkpointer.flush(written) }
                     try await wait(&retry, after: error, madeProgress: transfer.machine.offset > before)
                 }
             }
-            return try await finish(&transfer, at: path)
+            return try await finish(&transfer, at: path, replacing: replacing)
         } catch {
             await stopped(transfer, error: error)
             throw error
         }
     }
 
-    /// Reads the store's row for `path` and keeps only what can be trusted (DESIGN rules 1–3).
-    private func loadRecord(for path: String, part: PartFile, probe: ProbeResult) async throws(DownloadError) -> DownloadRecord {
+    /// What can be trusted of the part file (the resume contract's rules 1–3): the ranges a
+    /// row recorded for this path, as far as the file still holds them and the server still
+    /// describes the same file. An empty part file needs no lookup at all.
+    private func loadState(for path: String, part: PartFile, probe: ProbeResult) async throws(DownloadError) -> EngineState {
         let partSize = try part.size()
-        let now = Date()
-        var record = try await storeAccess { try await store.record(destination: path) }
-            ?? DownloadRecord(id: UUID().uuidString, destination: path, url: request.url, totalLength: nil,
-                              acceptsRanges: false, ranges: ByteRanges(), status: .running, createdAt: now, updatedAt: now)
+        var state = EngineState(path: path)
+        if partSize > 0 {
+            let rows = try await store.rows(path: path)
+            if let best = rows.first(where: { !$0.ranges.isEmpty }) {
+                state = EngineState(path: path, totalLength: best.totalLength, validators: best.validators,
+                                    acceptsRanges: best.acceptsRanges, ranges: best.ranges)
+                // Another download's progress on this file is now this one's.
+                if best.id != id { store.writer.update(best.id, .ranges(ByteRanges())) }
+            }
+        }
         // Only recorded bytes that are still in the file count; nothing else is trusted.
-        var trusted = record.ranges.clamped(to: partSize)
-        let changedLength = probe.totalLength != nil && record.totalLength != nil && probe.totalLength != record.totalLength
+        var trusted = state.ranges.clamped(to: partSize)
+        let changedLength = probe.totalLength != nil && state.totalLength != nil && probe.totalLength != state.totalLength
         let biggerThanRemote = probe.totalLength.map { partSize > $0 } ?? false
-        if changedLength || biggerThanRemote || record.validators.contradicts(probe.validators) {
+        if changedLength || biggerThanRemote || state.validators.contradicts(probe.validators) {
             logger.debug("starting over", metadata: ["path": "\(path)"])
             trusted = ByteRanges()
         }
         if trusted.byteCount == 0 {
-            record.totalLength = probe.totalLength
-            record.validators = probe.validators
-            record.acceptsRanges = probe.acceptsRanges
+            state.totalLength = probe.totalLength
+            state.validators = probe.validators
+            state.acceptsRanges = probe.acceptsRanges
         }
-        record.ranges = trusted
-        record.url = request.url
-        record.status = .running
-        record.lastError = nil
-        record.checksum = request.checksum?.description
-        // The row must stop claiming bytes before the file loses them.
-        try await storeAccess { try await store.save(record) }
-        if trusted.byteCount == 0 { try part.truncate() }
-        return record
+        let claimed = !state.ranges.isEmpty
+        state.ranges = trusted
+        store.writer.update(id, state.patch)
+        if trusted.byteCount == 0, partSize > 0 {
+            // The row must stop claiming bytes before the file loses them.
+            if claimed { try await store.flush() }
+            try part.truncate()
+        }
+        return state
     }
 
-    /// One request and its body. Returns true when the file is complete.
-    private func attempt(_ transfer: inout Transfer) async throws(DownloadError) -> Bool {
-        var headers = request.headers.map { ($0.name, $0.value) }
+    /// One request and its body (or `prefetched`, the first contact's answer). Returns true
+    /// when the file is complete.
+    private func attempt(_ transfer: inout Transfer, prefetched: HTTPAnswer?) async throws(DownloadError) -> Bool {
+        var headers = self.headers
         if case .from(let start, let ifRange) = transfer.machine.nextRequest() {
             headers.append(("Range", RangeHeader.value(from: start)))
             if let ifRange { headers.append(("If-Range", ifRange)) }
         }
-        let answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
+        let answer: HTTPAnswer
+        if let prefetched {
+            answer = prefetched
+        } else {
+            answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
+        }
         switch transfer.machine.received(answer.head) {
         case .fail(let error):
             throw error
@@ -110,8 +148,7 @@ extension DownloadRunner {
             try await startOver(&transfer)
             throw .badResponse(reason)
         case .confirmComplete:
-            let head = try await transport.send(.HEAD, url: request.url, headers: request.headers.map { ($0.name, $0.value) },
-                                                stallTimeout: stallTimeout)
+            let head = try await transport.send(.HEAD, url: request.url, headers: self.headers, stallTimeout: stallTimeout)
             switch transfer.machine.confirmed(head.head) {
             case .confirmComplete: return true
             case .fail(let error): throw error
@@ -123,7 +160,7 @@ extension DownloadRunner {
             }
         case .stream(_, let truncate):
             if truncate { try await startOver(&transfer) }
-            try await learnedFromAnswer(&transfer)
+            learnedFromAnswer(&transfer)
             try await receive(answer.body, into: &transfer)
             switch transfer.machine.bodyEnded() {
             case .complete: return true
@@ -133,26 +170,34 @@ extension DownloadRunner {
         }
     }
 
-    /// Forgets the partial: the row first, then the bytes.
+    /// Forgets the partial: the row first, then the bytes (nothing to do for an empty one).
     private func startOver(_ transfer: inout Transfer) async throws(DownloadError) {
+        transfer.digest = request.checksum.map { StreamingDigest($0.algorithm) }
+        let durable = await transfer.checkpointer.durable
+        let size = try transfer.part.size()
+        guard !durable.isEmpty || !transfer.state.ranges.isEmpty || size > 0 else { return }
         try await transfer.checkpointer.flush(ByteRanges())
         try transfer.part.truncate()
-        transfer.record.ranges = ByteRanges()
-        transfer.digest = request.checksum.map { StreamingDigest($0.algorithm) }
+        transfer.state.ranges = ByteRanges()
     }
 
-    /// Saves what a 200/206 taught about the file (length, validators) before its bytes
-    /// land, so that a kill right after can resume against the right version.
-    private func learnedFromAnswer(_ transfer: inout Transfer) async throws(DownloadError) {
+    /// Records what a 200/206 taught about the file (length, validators) before its bytes
+    /// land, so that a kill right after resumes against the right version.
+    private func learnedFromAnswer(_ transfer: inout Transfer) {
         let machine = transfer.machine
-        guard transfer.record.totalLength != machine.total || transfer.record.validators != machine.validators
-                || transfer.record.acceptsRanges != machine.acceptsRanges else { return }
-        transfer.record.totalLength = machine.total
-        transfer.record.validators = machine.validators
-        transfer.record.acceptsRanges = machine.acceptsRanges
-        transfer.record.ranges = await transfer.checkpointer.durable
-        let record = transfer.record
-        try await storeAccess { try await store.save(record) }
+        guard transfer.state.totalLength != machine.total || transfer.state.validators != machine.validators
+                || transfer.state.acceptsRanges != machine.acceptsRanges else { return }
+        transfer.state.totalLength = machine.total
+        transfer.state.validators = machine.validators
+        transfer.state.acceptsRanges = machine.acceptsRanges
+        // Not the ranges: those are the checkpointer's to write, and may be newer than these.
+        var patch = RowPatch()
+        patch.set("path", transfer.state.path)
+        patch.set("totalLength", machine.total)
+        patch.set("etag", machine.validators.etag)
+        patch.set("lastModified", machine.validators.lastModified)
+        patch.set("acceptsRanges", machine.acceptsRanges)
+        store.writer.update(id, patch)
     }
 
     /// The byte loop: write in place, hash in order, checkpoint on schedule.
@@ -191,12 +236,12 @@ extension DownloadRunner {
 
     private func report(_ transfer: inout Transfer, at instant: ContinuousClock.Instant) {
         transfer.meter.sample(bytes: transfer.machine.offset, at: instant)
-        events.progress(DownloadProgress(destination: transfer.record.destination, bytesDone: transfer.machine.offset,
+        events.progress(DownloadProgress(destination: transfer.state.path, bytesDone: transfer.machine.offset,
                                          totalBytes: transfer.machine.total, bytesPerSecond: transfer.meter.bytesPerSecond))
     }
 
-    /// Size check, checksum, flush, atomic rename, folder fsync: nothing unverified at `path`.
-    private func finish(_ transfer: inout Transfer, at path: String) async throws(DownloadError) -> DownloadResult {
+    /// Size check, checksum, then the batched flush and atomic rename: nothing unverified at `path`.
+    private func finish(_ transfer: inout Transfer, at path: String, replacing: Bool) async throws(DownloadError) -> DownloadResult {
         let total = transfer.machine.total ?? transfer.machine.offset
         let size = try transfer.part.size()
         if size > total { try transfer.part.truncate(to: total) }
@@ -207,41 +252,31 @@ extension DownloadRunner {
             var digest = transfer.digest
             if digest == nil { digest = try Self.digest(of: transfer.part, upTo: total, algorithm: checksum.algorithm) }
             let actual = digest?.finalizeHex() ?? ""
-
             guard actual == checksum.hex else {
                 // The bytes are wrong, so keeping them would only make the next run fail the same way.
-                try? FileManager.default.removeItem(atPath: transfer.part.path)
-                try? await store.delete(id: transfer.record.id)
+                unlink(transfer.part.path)
+                store.writer.update(id, .ranges(ByteRanges()))
                 throw DownloadError.checksumMismatch(algorithm: checksum.algorithm.rawValue, expected: checksum.hex, actual: actual)
                     .with(url: request.url)
             }
         }
-        try await transfer.checkpointer.flush(ByteRanges([0..<total]))
-        if !request.overwrite, DestinationResolver.regularFileSize(path) != nil {
-            throw .io("\(path) appeared while downloading; the download is kept in \(transfer.part.path)")
-        }
-        try transfer.part.commit(to: path)
-        transfer.record.ranges = ByteRanges([0..<total])
-        transfer.record.totalLength = total
-        transfer.record.status = .completed
-        let record = transfer.record
-        try await storeAccess { try await store.save(record) }
+        events.transferred()
+        let modified = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
+        store.writer.update(id, .finished(path: path, bytes: total, fileModified: modified))
         report(&transfer, at: .now)
         return DownloadResult(path: path, bytes: total, bytesFetched: transfer.fetched, wasAlreadyComplete: false)
     }
 
-    /// Records why the transfer stopped, keeping every byte that was flushed.
+    /// Records the bytes that were flushed when the transfer stopped (a pause, a failure).
     private func stopped(_ transfer: Transfer, error: DownloadError) async {
         guard error.kind != .checksum else { return }
-        let (base, written, checkpointer) = (transfer.record, transfer.written, transfer.checkpointer)
-        try? await Self.detached { () async throws(DownloadError) in
-            try await checkpointer.flush(written)
-            var record = base
-            record.ranges = await checkpointer.durable
-            record.status = error.kind == .cancelled ? .paused : .failed
-            record.lastError = error.kind == .cancelled ? nil : error.description
-            let final = record
-            try await storeAccess { try await store.save(final) }
+        let (written, checkpointer) = (transfer.written, transfer.checkpointer)
+        do {
+            try await Self.detached { () async throws(DownloadError) in try await checkpointer.flush(written) }
+        } catch {
+            // The store is failing: that failure reaches whoever runs this download (the
+            // manager's failure handler); the bytes stay in the part file.
+            logger.debug("cannot record progress: \(error)")
         }
     }
 
@@ -268,16 +303,5 @@ extension DownloadRunner {
             do throws(DownloadError) { return .success(try await work()) } catch { return .failure(error) }
         }.value
         return try result.get()
-    }
-
-    func storeAccess<T>(_ work: () async throws -> T) async throws(DownloadError) -> T {
-        do {
-            return try await work()
-        } catch is CancellationError {
-            // A pause or cancel arrived while waiting for the store; nothing failed.
-            throw .cancelled
-        } catch {
-            throw .io("cannot use the store \(store.path): \(error)")
-        }
     }
 }

@@ -1,11 +1,17 @@
 import Foundation
 import Logging
 
-/// Runs one download to the end: probe, pick and lock the destination, transfer with
-/// retries, verify, commit. One value per run; ``DownloadTask`` starts one per resume.
+/// Runs one attempt of one download to the end: first contact, pick and lock the
+/// destination, transfer with retries, verify, commit. One value per attempt.
 struct DownloadRunner: Sendable {
     let request: DownloadRequest
+    /// The download's row in the store.
+    let id: DownloadID
+    /// The download completed before: ask the server whether it changed (one conditional
+    /// request) instead of downloading it again.
+    let revalidate: Bool
     let store: Store
+    let committer: FileCommitter
     let transport: HTTPTransport
     let stallTimeout: Duration
     let clock: any Clock<Duration>
@@ -13,41 +19,53 @@ struct DownloadRunner: Sendable {
     /// Rate limits this download's bytes flow through (global, then its own).
     let limiters: [RateLimiter]
     /// The host's connection slots, when a ``DownloadManager`` runs this download.
-    let lease: HostLease?
+    let lease: (any ConnectionLease)?
     let logger: Logger
     let events: RunEvents
 
-    /// Callbacks from a run to the task that owns it.
+    /// Callbacks from a run to whoever owns it.
     struct RunEvents: Sendable {
-        var progress: @Sendable (DownloadProgress) -> Void
+        var progress: @Sendable (DownloadProgress) -> Void = { _ in }
         /// A passing condition worth showing (a retry, a wait for a lock).
-        var note: @Sendable (String) -> Void
-        /// The destination and store id are known and the part file is locked.
-        var resolved: @Sendable (_ destination: String) -> Void
+        var note: @Sendable (String) -> Void = { _ in }
+        /// The destination is known and its part file exists and is locked.
+        var resolved: @Sendable (_ destination: String) -> Void = { _ in }
+        /// Every byte is in the part file; only putting it at its final name is left. A manager
+        /// lets another download start from here.
+        var transferred: @Sendable () -> Void = {}
     }
 
     func run() async throws(DownloadError) -> DownloadResult {
-        guard let components = URLComponents(string: request.url),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.host, !host.isEmpty else {
-            throw .invalidRequest("malformed URL: expected http:// or https:// followed by a host")
-        }
+        try request.validate()
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        if revalidate, let result = try await revalidated(&retry) { return result }
+        var streamFirst = true
         // A bounded number of passes: waiting for another process's lock may end with its
         // file complete, which changes what the destination should be.
         for _ in 0..<3 {
-            let probe = try await retrying(&retry) { () async throws(DownloadError) in try await self.probe() }
+            let first = try await retrying(&retry) { () async throws(DownloadError) in
+                try await self.firstContact(streamFirst: streamFirst)
+            }
             let resolver = DestinationResolver(overwrite: request.overwrite)
-            let wanted = try resolver.path(for: request.destination, suggestedName: probe.suggestedName, url: probe.url)
-            switch try resolver.resolve(wanted, remoteLength: probe.totalLength) {
+            let wanted = try resolver.path(for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url)
+            switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength) {
             case .alreadyComplete(let path, let bytes):
                 logger.debug("already complete", metadata: ["path": "\(path)"])
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
+                if let answer = first.answer {
+                    // The answer is already streaming: go on only if nothing is in the way.
+                    guard !FileManager.default.fileExists(atPath: path + ".part"), let part = try lockNow(partOf: path) else {
+                        streamFirst = false
+                        continue
+                    }
+                    events.resolved(path)
+                    return try await transfer(to: path, part: part, probe: first.probe, first: answer, replacing: false, retry: &retry)
+                }
                 guard let part = try await lock(partOf: path) else { continue }
                 // From here on the part file exists: a cancel must know where to delete it.
                 events.resolved(path)
-                return try await transfer(to: path, part: part, probe: probe, retry: &retry)
+                return try await transfer(to: path, part: part, probe: first.probe, first: nil, replacing: false, retry: &retry)
             }
         }
         throw .io("another process keeps replacing \(request.url)'s destination; try again")
@@ -55,7 +73,7 @@ struct DownloadRunner: Sendable {
 
     /// Opens and locks `path.part`, waiting while another process holds it. Returns nil
     /// when the file it waited for was renamed away (that process finished).
-    private func lock(partOf path: String) async throws(DownloadError) -> PartFile? {
+    func lock(partOf path: String) async throws(DownloadError) -> PartFile? {
         let part = try PartFile(path: path + ".part")
         var waited = false
         while let holder = try part.tryLock() {
@@ -67,6 +85,12 @@ struct DownloadRunner: Sendable {
             do { try await clock.sleep(for: .milliseconds(200)) } catch { throw .cancelled }
         }
         return waited && !part.isStillAtPath() ? nil : part
+    }
+
+    /// Opens and locks `path.part` if nobody holds it; nil otherwise.
+    func lockNow(partOf path: String) throws(DownloadError) -> PartFile? {
+        let part = try PartFile(path: path + ".part")
+        return try part.tryLock() == nil ? part : nil
     }
 
     /// Runs `operation` until it succeeds, fails for good, or the retry budget is spent.
@@ -99,4 +123,11 @@ struct DownloadRunner: Sendable {
         events.note("retrying in \(delay.formattedSeconds): \(error.message)")
         do { try await clock.sleep(for: delay) } catch { throw .cancelled }
     }
+}
+
+/// A claim on a host's connection slots: a segmented transfer asks it for extra connections.
+protocol ConnectionLease: Sendable {
+    /// Takes up to `wanted` more slots; returns how many it got (0 when none is free).
+    func acquire(upTo wanted: Int) -> Int
+    func release(_ count: Int)
 }

@@ -21,14 +21,14 @@ public struct ResumeToken: Codable, Sendable, Hashable {
     public var ranges: ByteRanges
     public var checksum: Checksum?
 
-    init(_ record: DownloadRecord) {
-        id = record.id
-        url = record.url
-        destination = record.destination
-        totalLength = record.totalLength
-        validators = record.validators
-        ranges = record.ranges
-        checksum = try? record.checksum.map(Checksum.init(parsing:))
+    init(_ row: DownloadRow) {
+        id = row.id.description
+        url = row.url
+        destination = row.path ?? row.request.destination.path
+        totalLength = row.totalLength
+        validators = row.validators
+        ranges = row.ranges
+        checksum = row.request.checksum
     }
 
     /// The path of the partial file.

@@ -6,137 +6,169 @@ extension DownloadManager {
     /// Pauses a download: a running one stops (its partial and ranges are kept), a queued one
     /// waits until ``resume(_:)``. Returns once it has stopped.
     public func pause(_ id: ID) async {
-        guard let job = jobs[id] else { return }
-        switch job.record.status {
-        case .queued:
-            try? update(id) { $0.record.status = .paused }
-            emit(.paused(id))
-            schedule()
-        case .running:
-            await stop(id, .pause)
-        default:
-            break
-        }
+        transition(id) { $0.pause() }
+        await stopped(id)
+        schedule()
     }
 
     /// Queues a paused or failed download again (a failed one starts a new attempt), or a
     /// completed one whose file is gone. See ``requeue(_:)`` to check a completed one anyway.
     public func resume(_ id: ID) {
-        guard let job = jobs[id] else { return }
-        if job.stopping != nil {
-            jobs[id]?.resumeAfterStop = true
-            return
-        }
-        switch job.record.status {
-        case .paused, .failed:
-            try? update(id) { job in
-                job.record.status = .queued
-                job.error = nil
-            }
-        case .completed:
-            try? requeueIfFileGone(id)
-        default:
-            break
+        guard let entry = entries[id] else { return }
+        if entry.lifecycle.isFinished, entry.lifecycle.error == nil {
+            requeueIfFileGone(id)
+        } else {
+            transition(id) { $0.resume() }
+            failIfADependencyFailed(id)
         }
         schedule()
     }
 
     /// Like ``resume(_:)``, and a completed download is queued for a new attempt too: the
-    /// engine asks the server again and keeps the file if it is still the same (one HEAD), or
-    /// saves the new version as `name.1.ext`. What `haul get` does when run again.
+    /// engine asks the server whether the file changed (one conditional request), keeps it if
+    /// not, and replaces it with the new version if so. What `haul get` does when run again.
     public func requeue(_ id: ID) {
-        guard let job = jobs[id] else { return }
-        if job.record.status == .completed, job.stopping == nil {
-            try? update(id) { job in
-                job.record.status = .queued
-                job.result = nil
-            }
-        }
-        resume(id)
+        guard let entry = entries[id] else { return }
+        if entry.lifecycle.result != nil { entries[id]?.revalidate = true }
+        transition(id) { $0.requeue() }
+        failIfADependencyFailed(id)
+        schedule()
     }
 
     /// Stops a download and deletes its partial file; it stays listed as failed (cancelled).
     public func cancel(_ id: ID) async {
-        guard let job = jobs[id] else { return }
-        switch job.record.status {
-        case .running:
-            await stop(id, .cancel)
-        case .queued, .paused:
-            await discardPartial(of: job.record)
-            record(.failure(.cancelled), for: id)
-            schedule()
-        default:
-            break
-        }
+        transition(id) { $0.cancel() }
+        await stopped(id)
+        schedule()
     }
 
     /// Forgets a download. An unfinished one is stopped and its partial file deleted; a
     /// completed one's file is kept.
     public func remove(_ id: ID) async {
-        guard let job = jobs[id] else { return }
-        if job.record.status == .running {
-            await stop(id, .remove)
-            return
-        }
-        if job.record.status != .completed { await discardPartial(of: job.record) }
-        forget(id)
+        transition(id) { $0.remove() }
+        await stopped(id)
         schedule()
     }
 
-    /// Pauses every queued and running download.
-    public func pauseAll() async {
-        await forEach(jobs.values.filter { $0.record.status == .queued || $0.record.status == .running }) { await $0.pause($1) }
+    /// Waits until the attempt of `id`, if one runs, has ended (it reports its end itself).
+    func stopped(_ id: ID) async {
+        guard let task = live[id]?.task else { return }
+        await task.value
     }
 
-    /// Queues every paused download again.
-    public func resumeAll() {
-        for job in jobs.values.sorted(by: { $0.record.position < $1.record.position }) where job.record.status == .paused {
-            resume(job.record.id)
-        }
-    }
-
-    /// Cancels every unfinished download.
-    public func cancelAll() async {
-        let unfinished = jobs.values.filter { [.queued, .running, .paused].contains($0.record.status) }
-        await forEach(unfinished) { await $0.cancel($1) }
-    }
-
-    /// Removes every download, finished or not.
-    public func removeAll() async {
-        await forEach(Array(jobs.values)) { await $0.remove($1) }
-    }
-
-    func forEach(_ selected: [Job], _ action: @escaping @Sendable (DownloadManager, ID) async -> Void) async {
-        await withTaskGroup(of: Void.self) { group in
-            for job in selected {
-                let id = job.record.id
-                group.addTask { await action(self, id) }
+    /// A resumed download whose dependency failed while it was paused fails now.
+    private func failIfADependencyFailed(_ id: ID) {
+        guard let entry = entries[id], entry.lifecycle.isQueued else { return }
+        for dependency in entry.dependencies {
+            guard let other = entries[dependency] else {
+                dependencyFailed(id, dependency: dependency, reason: "it was removed")
+                return
+            }
+            if let error = other.lifecycle.error {
+                dependencyFailed(id, dependency: dependency, reason: error.message)
+                return
             }
         }
     }
 
+    /// Pauses every queued and running download.
+    public func pauseAll() async {
+        let waiting = index.waiting.elements(from: 0, limit: index.waiting.count).map(\.id)
+        for id in waiting { transition(id) { $0.pause() } }
+        let running = index.active
+        for id in running { transition(id) { $0.pause() } }
+        for id in running { await stopped(id) }
+        schedule()
+    }
+
+    /// Queues every paused download again, in queue order.
+    public func resumeAll() {
+        for key in index.waiting.elements(from: 0, limit: index.waiting.count) where entries[key.id]?.lifecycle.status == .paused {
+            transition(key.id) { $0.resume() }
+            failIfADependencyFailed(key.id)
+        }
+        schedule()
+    }
+
+    /// Cancels every unfinished download.
+    public func cancelAll() async {
+        let running = index.active
+        for id in running + index.waiting.elements(from: 0, limit: index.waiting.count).map(\.id) {
+            transition(id) { $0.cancel() }
+        }
+        for id in running { await stopped(id) }
+        schedule()
+    }
+
+    /// Forgets every completed and failed download (their files are kept).
+    public func removeAllStopped() {
+        for key in index.stopped.elements(from: 0, limit: index.stopped.count) {
+            transition(key.id) { $0.remove() }
+        }
+        schedule()
+    }
+
+    /// Removes every download, finished or not.
+    public func removeAll() async {
+        let running = index.active
+        for id in Array(entries.keys) { transition(id) { $0.remove() } }
+        for id in running { await stopped(id) }
+        schedule()
+    }
+
     /// Moves a download that has not started (queued or paused) to `index` among those,
     /// 0 being the front. Priorities still come first. Returns the index it landed at, or nil
-    /// when the download is not waiting.
+    /// when the download is not waiting. O(log n).
     @discardableResult
-    public func move(_ id: ID, to index: Int) -> Int? {
-        let waiting = jobs.values
-            .filter { $0.record.status == .queued || $0.record.status == .paused }
-            .sorted { $0.record.position < $1.record.position }
-        guard let from = waiting.firstIndex(where: { $0.record.id == id }) else { return nil }
-        let slots = waiting.map(\.record.position)
-        var order = waiting.map(\.record.id)
-        order.remove(at: from)
-        let landed = min(max(0, index), order.count)
-        order.insert(id, at: landed)
-        var changed: [JobRecord] = []
-        for (slot, movedID) in zip(slots, order) where jobs[movedID]?.record.position != slot {
-            jobs[movedID]?.record.position = slot
-            if let record = jobs[movedID]?.record { changed.append(record) }
+    public func move(_ id: ID, to target: Int) -> Int? {
+        guard var entry = entries[id], Self.category(entry.lifecycle) == .waiting else { return nil }
+        let waiting = index.waiting
+        guard let current = waiting.rank(of: DownloadQueue.waitingKey(entry.key)) else { return nil }
+        let target = min(max(0, target), waiting.count - 1)
+        guard current != target else { return target }
+        // The neighbours it lands between once it has left its place; only those of its own
+        // priority bound its position (priorities still come first).
+        func remaining(_ index: Int) -> DownloadQueue.Key { waiting[index < current ? index : index + 1] }
+        let low = target > 0 ? remaining(target - 1) : nil
+        let high = target < waiting.count - 1 ? remaining(target) : nil
+        let position: Int64
+        switch (low.flatMap { $0.priority == entry.priority ? $0.position : nil },
+                high.flatMap { $0.priority == entry.priority ? $0.position : nil }) {
+        case let (low?, high?):
+            guard high - low > 1 else {
+                // No room between them: spread the waiting list out again (rare: every
+                // download added leaves a gap of a million).
+                renumberWaiting()
+                return move(id, to: target)
+            }
+            position = low + (high - low) / 2
+        case let (low?, nil): position = low + Self.positionStep
+        case let (nil, high?): position = high - Self.positionStep
+        case (nil, nil): position = entry.position
         }
-        try? persist(changed)
+        unindexState(entry, key: entry.key)
+        entry.position = position
+        entries[id] = entry
+        indexState(entry)
+        store.writer.update(id, .order(priority: entry.priority, position: position))
         schedule()
-        return landed
+        return index.waiting.rank(of: DownloadQueue.waitingKey(entry.key)) ?? target
+    }
+
+    /// Gives every waiting download a fresh position, `positionStep` apart, in the same order.
+    private func renumberWaiting() {
+        let keys = index.waiting.elements(from: 0, limit: index.waiting.count)
+        var position = nextPosition
+        for key in keys {
+            guard var entry = entries[key.id] else { continue }
+            unindexState(entry, key: entry.key)
+            entry.position = position
+            entries[key.id] = entry
+            indexState(entry)
+            store.writer.update(key.id, .order(priority: entry.priority, position: position))
+            position += Self.positionStep
+        }
+        nextPosition = position
     }
 
     /// Stops every running download, keeping its partial and leaving its row as a crash
@@ -150,11 +182,14 @@ extension DownloadManager {
             return
         }
         isShutDown = true
-        let running = jobs.values.filter { $0.record.status == .running }
+        let running = index.active
+        for id in running { transition(id) { $0.shutdown() } }
+        let tasks = running.compactMap { live[$0]?.task }
         let work = Task {
-            await forEach(running) { await $0.stop($1, .shutdown) }
-            for subscriber in subscribers.values { subscriber.finish() }
-            subscribers = [:]
+            for task in tasks { await task.value }
+            // What the transfers recorded on their way out is written before anyone exits.
+            do throws(DownloadError) { try await store.flush() } catch { storeFailure = storeFailure ?? error }
+            hub.finish()
             wakeIdleWaiters()
         }
         shuttingDown = work

@@ -4,14 +4,17 @@ extension DownloadManager {
     // MARK: Changing limits and requests
 
     /// How many downloads run at once.
-    public var maxConcurrentDownloads: Int { policy.maxConcurrent }
+    public var maxConcurrentDownloads: Int { maxConcurrent }
 
     /// Changes how many downloads run at once. A higher limit starts waiting downloads now; a
     /// lower one lets the running ones finish and starts no new one until they are under it.
     public func setMaxConcurrentDownloads(_ limit: Int) {
-        policy.maxConcurrent = max(1, limit)
+        maxConcurrent = max(1, limit)
         schedule()
     }
+
+    /// The store's error, once writing to it failed: every download stopped with it.
+    public var failure: DownloadError? { storeFailure ?? hub.storeFailure }
 
     /// Changes a download's URL or options (headers, checksum, connections, rate limit, …).
     ///
@@ -20,29 +23,30 @@ extension DownloadManager {
     /// only while the download has written nothing; a finished one changes for its next attempt.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` for an unknown
-    ///   id or a destination that can no longer change; ``DownloadError/Kind/io`` when the store fails.
+    ///   id, an invalid request or a destination that can no longer change.
     public func change(_ id: ID, _ body: @Sendable (inout DownloadRequest) -> Void) async throws(DownloadError) {
-        guard let job = jobs[id] else { throw .invalidRequest("unknown download \(id)") }
-        var request = job.record.request
+        guard let entry = entries[id] else { throw .invalidRequest("unknown download \(id)") }
+        var request = entry.request
         body(&request)
-        if request.destination != job.record.request.destination, job.record.resolvedPath != nil {
-            throw .invalidRequest("download \(id) has started writing \(job.record.resolvedPath!); its destination cannot change")
+        request = request.absolutized
+        try request.validate()
+        if request.destination != entry.request.destination, let path = entry.path ?? board.progress(of: id)?.destination {
+            throw .invalidRequest("download \(id) has started writing \(path); its destination cannot change")
         }
-        let restart = job.record.status == .running || job.stopping != nil
-        if restart { await stop(id, .pause) }
-        guard var changed = jobs[id]?.record else { throw .invalidRequest("download \(id) was removed meanwhile") }
-        let (kind, path) = request.destination.stored
-        changed.url = request.url
-        changed.destinationKind = kind
-        changed.destinationPath = path
-        changed.options = JobRecord.Options(request)
-        changed.updatedAt = Date()
-        let record = changed
-        try update(id) { job in
-            job.record = record
-            job.host = HostConnections.host(of: record.url)
-            if restart, job.record.status == .paused { job.record.status = .queued }
-        }
+        transition(id) { $0.restart() }
+        await stopped(id)
+        guard var changed = entries[id] else { throw .invalidRequest("download \(id) was removed meanwhile") }
+        unindexState(changed, key: changed.key)
+        let oldKey = RequestKey(destination: changed.request.destination, url: changed.request.url)
+        if byRequest[oldKey] == id { byRequest[oldKey] = nil }
+        if case .file(let path) = changed.request.destination, byFile[path] == id { byFile[path] = nil }
+        changed.request = request
+        changed.host = HostConnections.host(of: request.url)
+        entries[id] = changed
+        indexState(changed)
+        byRequest[RequestKey(destination: request.destination, url: request.url)] = id
+        if case .file(let path) = request.destination { byFile[path] = id }
+        store.writer.update(id, .request(request))
         schedule()
     }
 }

@@ -1,179 +1,276 @@
 import Foundation
 
 extension DownloadManager {
+    // MARK: Transitions
+
+    /// Applies one lifecycle event to `id` and performs what it says: the only way a
+    /// download's state changes. The indexes follow, and so do the downloads that depend on it
+    /// (a failure runs down a chain of dependants without recursion).
+    func transition(_ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action]) {
+        var failed = apply(id, event)
+        while let (dependency, reason) = failed.popLast() {
+            for dependent in index.dependentsOf(dependency) where entries[dependent]?.lifecycle.isQueued == true {
+                let error = DownloadError.dependencyFailed(dependency, reason: reason)
+                failed += apply(dependent) { $0.dependencyFailed(error) }
+            }
+        }
+    }
+
+    /// One transition; returns `(id, reason)` when it made the download fail.
+    private func apply(_ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action]) -> [(ID, String)] {
+        guard var entry = entries[id] else { return [] }
+        let before = entry.lifecycle
+        let oldKey = entry.key
+        let actions = event(&entry.lifecycle)
+        let after = entry.lifecycle
+        guard !actions.isEmpty || before.status != after.status || oldKey != entry.key else {
+            entries[id] = entry
+            return []
+        }
+        if after.isFinished, !before.isFinished {
+            nextFinishOrder += 1
+            entry.finishOrder = nextFinishOrder
+        }
+        counts[before.status, default: 0] -= 1
+        counts[after.status, default: 0] += 1
+        if let result = before.result { completedBytes -= result.bytes }
+        if let result = after.result { completedBytes += result.bytes }
+        if Self.category(before) != Self.category(after) || oldKey != entry.key || before.isQueued != after.isQueued {
+            var old = entry
+            old.lifecycle = before
+            unindexState(old, key: oldKey)
+            if !after.isFinished { entry.finishOrder = nil }
+            entries[id] = entry
+            indexState(entry)
+        } else {
+            entries[id] = entry
+        }
+        perform(actions, for: id, entry: entry)
+        // The downloads that wait for this one to complete.
+        if (before.status == .completed) != (after.status == .completed) {
+            let completed = after.status == .completed
+            for dependent in index.dependentsOf(id) {
+                guard var other = entries[dependent], !other.lifecycle.isFinished, !other.lifecycle.isRunning else { continue }
+                other.unmet += completed ? -1 : 1
+                entries[dependent] = other
+                reindexReady(dependent)
+            }
+        }
+        if after.status == .failed, before.status != .failed, entries[id] != nil, let error = after.error {
+            return [(id, error.message)]
+        }
+        return []
+    }
+
+    /// A queued download whose dependency failed or went away fails too, and so on down.
+    func dependencyFailed(_ id: ID, dependency: ID, reason: String) {
+        let error = DownloadError.dependencyFailed(dependency, reason: reason)
+        transition(id) { $0.dependencyFailed(error) }
+    }
+
+    enum Category { case waiting, running, finished }
+
+    static func category(_ lifecycle: DownloadLifecycle) -> Category {
+        if lifecycle.isRunning { return .running }
+        return lifecycle.isFinished ? .finished : .waiting
+    }
+
+    /// Adds `entry` to the indexes its state belongs in.
+    func indexState(_ entry: Entry) {
+        switch Self.category(entry.lifecycle) {
+        case .waiting:
+            index.insertWaiting(entry.key)
+            if entry.lifecycle.isQueued, entry.unmet == 0 { index.insertReady(entry.key) }
+        case .running:
+            index.insertActive(entry.id)
+        case .finished:
+            if let order = entry.finishOrder { index.insertStopped(.init(order: order, id: entry.id)) }
+        }
+    }
+
+    /// Takes `entry` (as it was, with `key`) out of its indexes.
+    func unindexState(_ entry: Entry, key: DownloadQueue.Key) {
+        switch Self.category(entry.lifecycle) {
+        case .waiting:
+            index.removeWaiting(key)
+            index.removeReady(key, host: entry.host)
+        case .running:
+            index.removeActive(entry.id)
+        case .finished:
+            if let order = entry.finishOrder { index.removeStopped(.init(order: order, id: entry.id)) }
+        }
+    }
+
+    /// Puts a queued download in the ready list when nothing holds it back any more, or takes
+    /// it out when something does.
+    func reindexReady(_ id: ID) {
+        guard let entry = entries[id], entry.lifecycle.isQueued else { return }
+        if entry.unmet == 0 {
+            index.insertReady(entry.key)
+        } else {
+            index.removeReady(entry.key, host: entry.host)
+        }
+    }
+
+    /// Performs a transition's actions, in order.
+    func perform(_ actions: [DownloadLifecycle.Action], for id: ID, entry: Entry? = nil) {
+        for action in actions {
+            guard let entry = entries[id] ?? entry else { return }
+            switch action {
+            case .start(let attempt):
+                launch(id, attempt: attempt)
+            case .stopTransfer:
+                live[id]?.task?.cancel()
+            case .releaseHostSlot:
+                hosts.release(1, host: entry.host)
+                transferring -= 1
+            case .persist(let status):
+                var patch = RowPatch.status(status, error: entry.lifecycle.error, finishOrder: entry.finishOrder)
+                if status == .completed, let result = entry.lifecycle.result {
+                    patch.set("path", result.path)
+                    patch.set("resultBytes", result.bytes)
+                }
+                store.writer.update(id, patch)
+            case .announce(let announcement):
+                if announcement != .started, announcement != .added, live[id] != nil { live[id]?.endedAt = .now }
+                hub.send(event(announcement, for: entry))
+            case .discardPartial:
+                if let path = entry.filePath ?? board.progress(of: id)?.destination {
+                    PartFile.discard(destination: path, id: id, store: store)
+                }
+                board.remove(id)
+            case .forget:
+                forget(id)
+            }
+        }
+    }
+
+    func event(_ announcement: DownloadLifecycle.Announcement, for entry: Entry) -> Event {
+        switch announcement {
+        case .added: .added(entry.id)
+        case .started: .started(entry.id)
+        case .paused: .paused(entry.id)
+        case .completed: .completed(entry.id, entry.lifecycle.result ?? DownloadResult(path: entry.filePath ?? "", bytes: 0, bytesFetched: 0, wasAlreadyComplete: false))
+        case .failed: .failed(entry.id, entry.lifecycle.error ?? .cancelled)
+        case .removed: .removed(entry.id)
+        }
+    }
+
+    /// Drops a download from memory and the store; what waited for it fails.
+    func forget(_ id: ID) {
+        guard let entry = entries.removeValue(forKey: id) else { return }
+        unindexState(entry, key: entry.key)
+        counts[entry.lifecycle.status, default: 0] -= 1
+        if let result = entry.lifecycle.result { completedBytes -= result.bytes }
+        let requestKey = RequestKey(destination: entry.request.destination, url: entry.request.url)
+        if byRequest[requestKey] == id { byRequest[requestKey] = nil }
+        if case .file(let path) = entry.request.destination, byFile[path] == id { byFile[path] = nil }
+        store.writer.delete(id)
+        board.remove(id)
+        live[id] = nil
+        for dependent in index.takeDependents(of: id) where entries[dependent]?.lifecycle.isQueued == true {
+            dependencyFailed(dependent, dependency: id, reason: "it was removed")
+        }
+    }
+
     // MARK: Running
 
-    /// Starts what the queue rules allow and fails what can never start.
+    /// Starts what the limits allow: O(log n) per download started, whatever the queue's length.
     func schedule() {
-        // Nothing waits to start (everything is paused, running or finished): nothing to decide.
-        guard !isShutDown, jobs.values.contains(where: { $0.record.status == .queued && $0.stopping == nil }) else {
+        guard !isShutDown, storeFailure == nil else {
             if isIdle { wakeIdleWaiters() }
             return
         }
-        let items = jobs.values.map { job in
-            QueuePolicy.Item(id: job.record.id, host: job.host, priority: job.record.priority,
-                             position: job.record.position, dependencies: job.record.dependencyIDs,
-                             status: job.stopping == nil ? job.record.status : .running,
-                             restoredRunning: job.restoredRunning, failure: job.error?.message)
+        // Hosts that have free slots again take back the downloads set aside for them.
+        for host in index.blockedHosts {
+            index.unblock(host: host, count: hosts.available(host))
         }
-        for decision in policy.decide(items, connectionsInUse: hosts.snapshot()) {
-            switch decision {
-            case .start(let id):
-                start(id)
-            case .fail(let id, let dependency, let reason):
-                record(.failure(.dependencyFailed(dependency, reason: reason)), for: id)
+        while transferring < maxConcurrent, let key = index.popReady() {
+            guard let entry = entries[key.id], entry.lifecycle.isQueued, entry.unmet == 0 else { continue }
+            guard hosts.acquire(upTo: 1, host: entry.host) == 1 else {
+                index.block(key, host: entry.host)
+                continue
             }
+            transferring += 1
+            transition(key.id) { $0.start() }
         }
         if isIdle { wakeIdleWaiters() }
     }
 
-    func start(_ id: ID) {
-        guard var job = jobs[id] else { return }
-        // The policy saw a free slot, but a segmented download may have taken it since.
-        job.holdsHostSlot = hosts.acquire(upTo: 1, host: job.host) == 1
-        var request = job.record.request
+    /// Runs attempt `attempt` of `id` in a task of its own, which reports its end back here.
+    func launch(_ id: ID, attempt: Int) {
+        guard let entry = entries[id] else { return }
+        var request = entry.request
         // Once the server named the file, a restart goes to the same file (not `name.1.ext`
         // because a different file took the name meanwhile).
-        if let resolved = job.record.resolvedPath { request.destination = .file(resolved) }
-        let task = downloader.download(request, lease: HostLease(connections: hosts, host: job.host))
-        job.attempt += 1
-        job.task = task
-        job.restoredRunning = false
-        job.error = nil
-        job.result = nil
-        job.startedAt = .now
-        job.endedAt = nil
-        job.record.status = .running
-        let attempt = job.attempt
-        job.monitor = Task { [weak self] in
-            for await progress in task.progress {
-                await self?.progressed(id, attempt: attempt, progress)
-            }
-            guard !Task.isCancelled else { return }
-            let outcome = await task.outcome()
-            await self?.ended(id, attempt: attempt, outcome)
+        if let path = entry.path { request.destination = .file(path) }
+        let revalidate = entry.revalidate
+        entries[id]?.revalidate = false
+        let (board, hub) = (board, self.hub)
+        var runEvents = DownloadRunner.RunEvents()
+        runEvents.progress = { progress in
+            board.update(id, progress)
+            if hub.hasSubscribers { hub.send(.progress(id, progress)) }
         }
-        jobs[id] = job
-        try? persist([job.record])
-        emit(.started(id))
+        runEvents.note = { note in
+            var progress = board.progress(of: id) ?? DownloadProgress(bytesDone: 0, bytesPerSecond: 0)
+            progress.note = note
+            board.update(id, progress)
+            if hub.hasSubscribers { hub.send(.progress(id, progress)) }
+        }
+        runEvents.resolved = { path in
+            var progress = board.progress(of: id) ?? DownloadProgress(bytesDone: 0, bytesPerSecond: 0)
+            progress.destination = path
+            board.update(id, progress)
+        }
+        runEvents.transferred = { [weak self] in
+            Task { await self?.transferred(id, attempt: attempt) }
+        }
+        let runner = downloader.runner(request, id: id, revalidate: revalidate,
+                                       lease: HostLease(connections: hosts, host: entry.host), events: runEvents)
+        let task = Task { [weak self] in
+            let outcome: Result<DownloadResult, DownloadError>
+            do throws(DownloadError) { outcome = .success(try await runner.run()) } catch { outcome = .failure(error) }
+            await self?.attemptEnded(id, attempt: attempt, outcome)
+        }
+        live[id, default: Live()].task = task
+        live[id]?.startedAt = .now
     }
 
-    func progressed(_ id: ID, attempt: Int, _ progress: DownloadProgress) {
-        guard let job = jobs[id], job.attempt == attempt, job.task != nil else { return }
-        jobs[id]?.progress = progress
-        if let destination = progress.destination, destination != job.record.resolvedPath {
-            try? update(id) { $0.record.resolvedPath = destination }
-        }
-        emit(.progress(id, progress))
-    }
-
-    /// The attempt ended by itself (no stop claimed it).
-    func ended(_ id: ID, attempt: Int, _ outcome: Result<DownloadResult, DownloadError>) {
-        guard let job = jobs[id], job.attempt == attempt, job.task != nil else { return }
-        jobs[id]?.task = nil
-        jobs[id]?.monitor = nil
-        releaseHostSlot(of: job)
-        record(outcome, for: id)
+    /// Every byte of the attempt is in; it no longer counts among the downloads running at once.
+    func transferred(_ id: ID, attempt: Int) {
+        transition(id) { $0.transferred(attempt) }
         schedule()
     }
 
-    /// Saves and announces how an attempt ended.
-    func record(_ outcome: Result<DownloadResult, DownloadError>, for id: ID) {
+    /// The attempt's task ended, by itself or because it was stopped.
+    func attemptEnded(_ id: ID, attempt: Int, _ outcome: Result<DownloadResult, DownloadError>) {
+        guard entries[id] != nil else { return }
         switch outcome {
         case .success(let result):
-            try? update(id) { job in
-                job.record.status = .completed
-                job.record.resolvedPath = result.path
-                job.record.resultBytes = result.bytes
-                job.record.errorKind = nil
-                job.record.lastError = nil
-                job.result = result
-                job.endedAt = .now
-            }
-            emit(.completed(id, result))
-        case .failure(let error):
-            try? update(id) { job in
-                job.record.status = .failed
-                job.record.errorKind = error.kind.description
-                job.record.lastError = error.message
-                job.error = error
-                job.endedAt = .now
-            }
-            emit(.failed(id, error))
+            entries[id]?.path = result.path
+            board.remove(id)
+        case .failure:
+            if let path = board.progress(of: id)?.destination { entries[id]?.path = path }
         }
-    }
-
-    /// Stops a running attempt and then does what the strongest stop asked for meanwhile.
-    func stop(_ id: ID, _ reason: Stop) async {
-        guard let job = jobs[id] else { return }
-        if let pending = job.stopping {
-            jobs[id]?.stopping = max(pending, reason)
-            return
-        }
-        guard let task = job.task else { return }
-        // Claiming the task first keeps the monitor from reporting the end of this attempt.
-        jobs[id]?.task = nil
-        jobs[id]?.monitor?.cancel()
-        jobs[id]?.monitor = nil
-        jobs[id]?.stopping = reason
-        await task.pauseAndWait()
-        let finished: Result<DownloadResult, DownloadError>? = task.isPaused ? nil : await task.outcome()
-        // State may have changed while waiting: re-read it.
-        let final = jobs[id]?.stopping ?? reason
-        let resumeAfter = jobs[id]?.resumeAfterStop ?? false
-        jobs[id]?.stopping = nil
-        jobs[id]?.resumeAfterStop = false
-        releaseHostSlot(of: job)
-        guard jobs[id] != nil else { return }
-
-        if let finished, case .success = finished {
-            record(finished, for: id)
-            if final == .remove { forget(id) }
-        } else if let finished, case .failure(let error) = finished, error.kind != .cancelled {
-            record(finished, for: id)
-            if final == .remove {
-                await discardPartial(of: jobs[id]?.record ?? job.record)
-                forget(id)
-            }
-        } else {
-            switch final {
-            case .shutdown:
-                // The row keeps saying "running": a restore continues it.
-                jobs[id]?.record.status = .paused
-                jobs[id]?.endedAt = .now
-                emit(.paused(id))
-            case .pause:
-                try? update(id) { job in
-                    job.record.status = resumeAfter ? .queued : .paused
-                    job.endedAt = .now
-                }
-                emit(.paused(id))
-            case .cancel, .remove:
-                task.cancel()
-                _ = await task.outcome()
-                if final == .remove {
-                    forget(id)
-                } else {
-                    record(.failure(.cancelled), for: id)
-                }
-            }
+        live[id]?.task = nil
+        transition(id) { $0.attemptEnded(attempt, outcome) }
+        if let failure = storeFailure ?? hub.storeFailure {
+            halt(failure)
+            transition(id) { $0.fail(failure) }
         }
         schedule()
     }
 
-    func releaseHostSlot(of job: Job) {
-        if job.holdsHostSlot { hosts.release(1, host: job.host) }
-    }
-
-    func forget(_ id: ID) {
-        guard jobs.removeValue(forKey: id) != nil else { return }
-        try? store.deleteJob(id: id)
-        emit(.removed(id))
-    }
-
-    /// Deletes a stopped download's partial file and record (once its file is known).
-    func discardPartial(of record: JobRecord) async {
-        guard let path = record.resolvedPath ?? (record.destinationKind == "file" ? record.destinationPath : nil) else { return }
-        await PartFile.discard(destination: path, store: store)
+    /// The store failed: nothing more can be recorded, so every download stops where it is
+    /// (its bytes stay in its part file) and reports the store's error.
+    func halt(_ failure: DownloadError) {
+        let first = storeFailure == nil
+        storeFailure = failure
+        guard first else { return }
+        for id in Array(index.active) { transition(id) { $0.shutdown() } }
+        for key in index.waiting.elements(from: 0, limit: index.waiting.count) {
+            transition(key.id) { $0.fail(failure) }
+        }
     }
 }

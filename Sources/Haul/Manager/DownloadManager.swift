@@ -1,12 +1,16 @@
 import Foundation
+import Synchronization
 
 /// Many downloads at once: a persistent queue with a concurrency limit, priorities,
-/// dependencies, a per-host connection limit, and events.
+/// dependencies, a per-host connection limit, and events — built for queues of 100,000.
 ///
-/// Every change is written to the store before it is announced, so a manager opened on the
-/// same state folder after a crash (or `kill -9`) picks up the queue with ``restore()``:
-/// running downloads continue from their recorded ranges, queued stay queued, paused stay
-/// paused, finished and failed are remembered.
+/// Each download's lifecycle is one ``DownloadLifecycle`` value; every status written to
+/// the store and every event comes from its transitions. No event costs work in proportion
+/// to the queue (``DownloadQueue``), and the store is written in group commits.
+///
+/// A manager opened on the same state folder after a crash (or `kill -9`) picks up the queue
+/// with ``restore()``: running downloads continue from their recorded ranges, queued stay
+/// queued, paused stay paused, finished and failed are remembered.
 ///
 /// ```swift
 /// let downloader = try Downloader(.init())
@@ -16,8 +20,8 @@ import Foundation
 /// await manager.waitUntilIdle()
 /// ```
 public actor DownloadManager {
-    /// A download's stable id: 16 hex digits, like aria2's GID.
-    public typealias ID = String
+    /// A download's stable id: 64 bits, written as 16 hex digits like aria2's GID.
+    public typealias ID = DownloadID
 
     /// Limits of one manager.
     public struct Configuration: Sendable {
@@ -37,171 +41,95 @@ public actor DownloadManager {
         }
     }
 
-    /// What a stop is for; a later, stronger request wins while one is in flight.
-    enum Stop: Int, Comparable {
-        /// The manager is going away: keep the row as "running" so a restore continues it.
-        case shutdown, pause, cancel, remove
-        static func < (a: Stop, b: Stop) -> Bool { a.rawValue < b.rawValue }
+    /// One download as the manager keeps it.
+    struct Entry {
+        var lifecycle: DownloadLifecycle
+        var request: DownloadRequest
+        var priority: Int
+        var position: Int64
+        /// The host its connections count against.
+        var host: String
+        /// The final path, once the server has named the file.
+        var path: String?
+        var dependencies: [ID]
+        /// Dependencies not completed yet.
+        var unmet = 0
+        var finishOrder: Int64?
+        /// The next attempt asks the server whether a completed file changed.
+        var revalidate = false
+
+        var key: DownloadQueue.Key {
+            DownloadQueue.Key(restored: lifecycle.restoredRunning, priority: priority, position: position, id: id)
+        }
+
+        let id: ID
+
+        /// The file it writes, once known.
+        var filePath: String? {
+            if let path { return path }
+            if case .file(let file) = request.destination { return file }
+            return nil
+        }
     }
 
-    struct Job {
-        var record: JobRecord
-        /// The host its connections count against, worked out once per URL.
-        var host: String
-        var task: DownloadTask?
-        var monitor: Task<Void, Never>?
-        var attempt = 0
-        var progress: DownloadProgress?
-        var result: DownloadResult?
-        var error: DownloadError?
-        var restoredRunning = false
-        var holdsHostSlot = false
-        /// Set while a stop is in flight: what to do once the transfer has stopped.
-        var stopping: Stop?
-        var resumeAfterStop = false
+    /// What only a download that runs (or ran) in this process has.
+    struct Live {
+        var task: Task<Void, Never>?
         var startedAt: ContinuousClock.Instant?
         var endedAt: ContinuousClock.Instant?
-
-        init(record: JobRecord) {
-            self.record = record
-            host = HostConnections.host(of: record.url)
-        }
     }
 
     let downloader: Downloader
     let store: Store
-    var policy: QueuePolicy
     let hosts: HostConnections
     let queue: String
-    var jobs: [ID: Job] = [:]
-    var nextPosition: Int
-    var subscribers: [UUID: AsyncStream<Event>.Continuation] = [:]
+    var maxConcurrent: Int
+    var entries: [ID: Entry] = [:]
+    var live: [ID: Live] = [:]
+    var index = DownloadQueue()
+    /// Same URL, same destination: the same download.
+    var byRequest: [RequestKey: ID] = [:]
+    /// The downloads writing each file asked for by path.
+    var byFile: [String: ID] = [:]
+    /// Downloads that hold a slot (transferring, not committing).
+    var transferring = 0
+    var counts: [DownloadStatus: Int] = [:]
+    /// Bytes of the completed downloads.
+    var completedBytes: Int64 = 0
+    var nextPosition: Int64 = 0
+    var nextFinishOrder: Int64 = 0
+    /// Counters continue from what the store holds (read once, before the first add).
+    var countersLoaded = false
+    /// Whether every row of the queue is in memory (after ``restore()``): then adding needs
+    /// no lookup in the store.
+    var restored = false
+    let hub = EventHub()
+    /// The latest progress of running downloads, written from their transfers without a hop.
+    let board = ProgressBoard()
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     var isShutDown = false
     var shuttingDown: Task<Void, Never>?
+    /// The store failed: every download stopped with this error.
+    var storeFailure: DownloadError?
+
+    /// How far apart new downloads' positions are, so a move can land between two of them.
+    static let positionStep: Int64 = 1 << 20
+
+    struct RequestKey: Hashable {
+        var destination: DownloadRequest.Destination
+        var url: String
+    }
 
     /// A manager whose downloads run on `downloader` and live in its store.
     public init(downloader: Downloader, configuration: Configuration = Configuration()) {
         self.downloader = downloader
         store = downloader.store
-        policy = QueuePolicy(maxConcurrent: configuration.maxConcurrentDownloads,
-                             hostLimit: configuration.maxConnectionsPerHost)
         hosts = HostConnections(limit: configuration.maxConnectionsPerHost)
         queue = configuration.queue
-        nextPosition = ((try? store.maxJobPosition()) ?? nil).map { $0 + 1 } ?? 0
-    }
-
-    // MARK: Adding
-
-    /// Adds a download and returns its id.
-    ///
-    /// Adding the same URL for the same destination again returns the existing download
-    /// (also one an earlier process added to this queue), as it stands: a running one
-    /// continues, a paused one stays paused, a failed one failed, a completed one completed
-    /// unless its file is gone (then it is queued again).
-    ///
-    /// - Parameters:
-    ///   - priority: higher starts first; equal priorities start in the order added.
-    ///   - dependencies: downloads that must complete first; if one fails or is removed, this
-    ///     one fails with a ``DownloadError/Kind/dependency`` error.
-    ///   - replacing: when another URL already downloads to the same file, remove that download
-    ///     (and its partial file) instead of failing.
-    ///   - paused: add it paused: it waits until ``resume(_:)`` (aria2's `pause` option).
-    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` for an unknown
-    ///   dependency or a destination taken by another URL; ``DownloadError/Kind/io`` when the
-    ///   store fails.
-    @discardableResult
-    public func add(_ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
-                    replacing: Bool = false, paused: Bool = false) async throws(DownloadError) -> ID {
-        guard !isShutDown else { throw .invalidRequest("the download manager has shut down") }
-        for dependency in dependencies where jobs[dependency] == nil {
-            throw .invalidRequest("unknown download \(dependency) to depend on")
-        }
-        let (kind, path) = request.destination.stored
-        let stored: [JobRecord]
-        do { stored = try store.jobs(queue: queue, destinationPath: path, url: request.url).filter { jobs[$0.id] == nil } } catch {
-            throw storeError(error)
-        }
-        let isSame = { (record: JobRecord) in
-            record.destinationKind == kind && record.destinationPath == path && record.url == request.url
-        }
-        // An earlier process (killed, or finished) may have added it.
-        if let earlier = stored.first(where: isSame) { jobs[earlier.id] = Self.job(restoring: earlier) }
-        if let existing = jobs.values.first(where: { isSame($0.record) }) {
-            try requeueIfFileGone(existing.record.id)
-            schedule()
-            return existing.record.id
-        }
-        if kind == "file" {
-            let taken = jobs.values.filter { $0.record.destinationKind == "file" && $0.record.destinationPath == path }.map(\.record)
-                + stored.filter { $0.destinationKind == "file" }
-            if let first = taken.first, !replacing {
-                throw .invalidRequest("\(path) is already the destination of download \(first.id) (\(first.url)); remove it first or add with replacing")
-            }
-            for record in taken {
-                if jobs[record.id] == nil { jobs[record.id] = Self.job(restoring: record) }
-                await remove(record.id)
-            }
-        }
-        let id = Self.makeID()
-        var record = JobRecord(id: id, queue: queue, request: request, priority: priority, position: nextPosition,
-                               dependencies: dependencies)
-        if paused { record.status = .paused }
-        nextPosition += 1
-        try persist([record])
-        jobs[id] = Job(record: record)
-        emit(.added(id))
-        schedule()
-        return id
-    }
-
-    /// Continues the queue kept in the store: running and queued downloads are queued (the
-    /// ones that were running first), paused stay paused, finished ones are remembered.
-    ///
-    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
-    /// An unfinished download reports what its partial file holds until it runs again.
-    public func restore() async throws(DownloadError) {
-        let stored: [JobRecord]
-        do { stored = try store.jobs(queue: queue) } catch { throw storeError(error) }
-        var restored: [JobRecord] = []
-        for record in stored where jobs[record.id] == nil {
-            jobs[record.id] = Self.job(restoring: record)
-            restored.append(record)
-        }
-        for record in restored where [.queued, .paused, .running].contains(record.status) {
-            guard let path = record.resolvedPath ?? (record.destinationKind == "file" ? record.destinationPath : nil),
-                  let engine = try? await store.record(destination: path), jobs[record.id]?.progress == nil
-            else { continue }
-            jobs[record.id]?.progress = DownloadProgress(destination: path, bytesDone: engine.ranges.byteCount,
-                                                         totalBytes: engine.totalLength, bytesPerSecond: 0)
-        }
-        schedule()
-    }
-
-    static func job(restoring record: JobRecord) -> Job {
-        var job = Job(record: record)
-        switch record.status {
-        case .running:
-            job.record.status = .queued
-            job.restoredRunning = true
-        case .completed:
-            let path = record.resolvedPath ?? record.destinationPath
-            job.result = DownloadResult(path: path, bytes: record.resultBytes ?? 0, bytesFetched: 0, wasAlreadyComplete: true)
-        case .failed:
-            job.error = .stored(kind: record.errorKind ?? "io", message: record.lastError ?? "failed")
-        case .queued, .paused:
-            break
-        }
-        return job
-    }
-
-    func requeueIfFileGone(_ id: ID) throws(DownloadError) {
-        guard let job = jobs[id], job.record.status == .completed else { return }
-        let path = job.record.resolvedPath ?? job.record.destinationPath
-        guard DestinationResolver.regularFileSize(path) == nil else { return }
-        try update(id) { job in
-            job.record.status = .queued
-            job.result = nil
+        maxConcurrent = configuration.maxConcurrentDownloads
+        let hub = hub
+        store.writer.setFailureHandler { _, error in
+            hub.storeFailed(error)
         }
     }
 
@@ -210,51 +138,79 @@ public actor DownloadManager {
     /// A new stream of every event from now on. Each caller gets its own stream; it ends
     /// when the manager shuts down.
     public func events() -> AsyncStream<Event> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
-        let key = UUID()
-        subscribers[key] = continuation
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(key) }
-        }
-        return stream
-    }
-
-    func unsubscribe(_ key: UUID) {
-        subscribers[key] = nil
+        hub.subscribe(open: !isShutDown)
     }
 
     /// One download as it stands, or nil for an unknown id.
     public func download(_ id: ID) -> Download? {
-        jobs[id].map(Self.describe)
+        entries[id].map(describe)
     }
 
-    /// Every download, in queue order.
+    /// Every download, in queue order: running, then waiting, then finished. O(n): for a
+    /// long queue, page with ``waiting(from:limit:)`` and ``stopped(from:limit:)``.
     public func downloads() -> [Download] {
-        jobs.values.sorted { $0.record.position < $1.record.position }.map(Self.describe)
+        active() + waiting(from: 0, limit: index.waiting.count) + stopped(from: 0, limit: index.stopped.count)
     }
 
-    /// Bytes, rate, time left and counts across every download.
+    /// The running downloads, in the order they started.
+    public func active() -> [Download] {
+        index.active.compactMap { entries[$0].map(describe) }
+    }
+
+    /// Queued and paused downloads in the order they will start, `limit` of them from `offset`.
+    public func waiting(from offset: Int, limit: Int) -> [Download] {
+        index.waiting.elements(from: offset, limit: limit).compactMap { entries[$0.id].map(describe) }
+    }
+
+    /// Completed and failed downloads in the order they ended, `limit` of them from `offset`.
+    public func stopped(from offset: Int, limit: Int) -> [Download] {
+        index.stopped.elements(from: offset, limit: limit).compactMap { entries[$0.id].map(describe) }
+    }
+
+    /// The downloads whose id, written in hex, starts with `prefix` (at most `limit` of them).
+    /// O(n): aria2 clients send whole GIDs; a prefix is for people typing.
+    public func downloads(withIDPrefix prefix: String, limit: Int) -> [Download] {
+        let prefix = prefix.lowercased()
+        var found: [Download] = []
+        for (id, entry) in entries where id.description.hasPrefix(prefix) {
+            found.append(describe(entry))
+            if found.count >= limit { break }
+        }
+        return found
+    }
+
+    /// How many downloads wait (queued or paused) and how many have stopped.
+    public var waitingCount: Int { index.waiting.count }
+    public var stoppedCount: Int { index.stopped.count }
+
+    /// Where a waiting download stands in ``waiting(from:limit:)``, or nil.
+    public func waitingPosition(of id: ID) -> Int? {
+        guard let entry = entries[id] else { return nil }
+        return index.waiting.rank(of: DownloadQueue.waitingKey(entry.key))
+    }
+
+    /// Bytes, rate, time left and counts across every download, without looking at each.
     public func totals() -> Totals {
         var totals = Totals()
-        for job in jobs.values {
-            switch job.record.status {
-            case .queued: totals.queued += 1
-            case .running: totals.running += 1
-            case .paused: totals.paused += 1
-            case .completed: totals.completed += 1
-            case .failed: totals.failed += 1
-            }
-            if let result = job.result {
-                totals.bytesDone += result.bytes
-                totals.totalBytes += result.bytes
-            } else if let progress = job.progress {
-                totals.bytesDone += progress.bytesDone
-                totals.totalBytes += progress.totalBytes ?? 0
-                if job.record.status == .running { totals.bytesPerSecond += progress.bytesPerSecond }
-            }
+        totals.queued = counts[.queued, default: 0]
+        totals.running = counts[.running, default: 0]
+        totals.paused = counts[.paused, default: 0]
+        totals.completed = counts[.completed, default: 0]
+        totals.failed = counts[.failed, default: 0]
+        totals.bytesDone = completedBytes
+        totals.totalBytes = completedBytes
+        for id in index.active {
+            guard let progress = board.progress(of: id) else { continue }
+            totals.bytesDone += progress.bytesDone
+            totals.totalBytes += progress.totalBytes ?? 0
+            totals.bytesPerSecond += progress.bytesPerSecond
         }
         return totals
     }
+
+    /// Entries the queue's indexes touched so far: grows linearly with the work done, never
+    /// with the square of the queue (a test holds it to that).
+    var queueVisits: Int { index.visits }
 
     /// Returns when nothing is running and nothing queued can start (what is left is paused,
     /// or waits for a paused download), or the manager has shut down and every download it
@@ -265,38 +221,19 @@ public actor DownloadManager {
     }
 
     var isIdle: Bool {
-        !jobs.values.contains { $0.record.status == .running || $0.stopping != nil }
+        index.active.isEmpty && (index.ready.isEmpty || isShutDown)
     }
 
-    static func describe(_ job: Job) -> Download {
-        Download(id: job.record.id, url: job.record.url, destination: job.record.resolvedPath ?? job.record.destinationPath,
-                 destinationIsFile: job.record.resolvedPath != nil || job.record.destinationKind == "file",
-                 status: job.record.status, priority: job.record.priority, dependencies: job.record.dependencyIDs,
-                 progress: job.progress, result: job.result, error: job.error, request: job.record.request,
-                 startedAt: job.startedAt, endedAt: job.endedAt)
-    }
-
-    // MARK: Bookkeeping
-
-    /// Changes a job and writes its row.
-    func update(_ id: ID, _ change: (inout Job) -> Void) throws(DownloadError) {
-        guard var job = jobs[id] else { return }
-        change(&job)
-        jobs[id] = job
-        try persist([job.record])
-    }
-
-    func persist(_ records: [JobRecord]) throws(DownloadError) {
-        guard !records.isEmpty else { return }
-        do { try store.save(jobs: records) } catch { throw storeError(error) }
-    }
-
-    func storeError(_ error: any Error) -> DownloadError {
-        .io("cannot use the store \(store.path): \(error)")
-    }
-
-    func emit(_ event: Event) {
-        for subscriber in subscribers.values { subscriber.yield(event) }
+    func describe(_ entry: Entry) -> Download {
+        let runtime = live[entry.id]
+        let progress = board.progress(of: entry.id)
+        let path = entry.path ?? progress?.destination
+        return Download(
+            id: entry.id, url: entry.request.url, destination: path ?? entry.request.destination.path,
+            destinationIsFile: path != nil || { if case .file = entry.request.destination { true } else { false } }(),
+            status: entry.lifecycle.status, priority: entry.priority, dependencies: entry.dependencies,
+            progress: progress, result: entry.lifecycle.result, error: entry.lifecycle.error, request: entry.request,
+            startedAt: runtime?.startedAt, endedAt: runtime?.endedAt)
     }
 
     func wakeIdleWaiters() {
@@ -304,8 +241,68 @@ public actor DownloadManager {
         idleWaiters = []
         for waiter in waiters { waiter.resume() }
     }
+}
 
-    static func makeID() -> ID {
-        String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16)).lowercased()
+/// The subscribers of a manager's events; sending needs no hop to the actor.
+final class EventHub: Sendable {
+    private struct State {
+        var subscribers: [UUID: AsyncStream<DownloadManager.Event>.Continuation] = [:]
+        /// A store failure, for the manager to act on at its next step.
+        var storeFailure: DownloadError?
+    }
+
+    private let state = Mutex(State())
+
+    func subscribe(open: Bool) -> AsyncStream<DownloadManager.Event> {
+        let (stream, continuation) = AsyncStream.makeStream(of: DownloadManager.Event.self, bufferingPolicy: .unbounded)
+        guard open else {
+            continuation.finish()
+            return stream
+        }
+        let key = UUID()
+        state.withLock { $0.subscribers[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    func send(_ event: DownloadManager.Event) {
+        let subscribers = state.withLock { Array($0.subscribers.values) }
+        for subscriber in subscribers { subscriber.yield(event) }
+    }
+
+    var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
+
+    func finish() {
+        let subscribers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    func storeFailed(_ error: DownloadError) {
+        state.withLock { $0.storeFailure = $0.storeFailure ?? error }
+    }
+
+    var storeFailure: DownloadError? { state.withLock { $0.storeFailure } }
+}
+
+/// The latest progress of each running download, written by its transfer (a lock, not an
+/// actor hop, for every snapshot) and read by the manager when it describes the download.
+final class ProgressBoard: Sendable {
+    private let latest = Mutex<[DownloadID: DownloadProgress]>([:])
+
+    func update(_ id: DownloadID, _ progress: DownloadProgress) {
+        latest.withLock { $0[id] = progress }
+    }
+
+    func progress(of id: DownloadID) -> DownloadProgress? {
+        latest.withLock { $0[id] }
+    }
+
+    func remove(_ id: DownloadID) {
+        _ = latest.withLock { $0.removeValue(forKey: id) }
     }
 }

@@ -32,9 +32,9 @@ final class HostConnections: Sendable {
         }
     }
 
-    /// Connections in use per host right now.
-    func snapshot() -> [String: Int] {
-        inUse.withLock { $0 }
+    /// Free slots of `host` right now.
+    func available(_ host: String) -> Int {
+        inUse.withLock { max(0, limit - $0[host, default: 0]) }
     }
 
     /// The host a URL's connections count against (lowercased; empty for a malformed URL,
@@ -45,7 +45,7 @@ final class HostConnections: Sendable {
 }
 
 /// A download's claim on its host's slots: the runner asks it for extra connections.
-struct HostLease: Sendable {
+struct HostLease: ConnectionLease {
     let connections: HostConnections
     let host: String
 

@@ -7,21 +7,21 @@ import NIOPosix
 /// disk costs checkpoints, never throughput. ``flush(_:)`` waits until everything asked
 /// for, and the given ranges, are durable.
 actor Checkpointer {
-    /// DESIGN.md: a checkpoint at least every second or every 8 MiB.
+    /// The resume contract: a checkpoint at least every second or every 8 MiB.
     static let interval: Duration = .seconds(1)
     static let byteInterval: Int64 = 8 << 20
 
     private let part: PartFile
-    private let store: Store
-    private let id: String
+    private let writer: StoreWriter
+    private let id: DownloadID
     private var pending: ByteRanges?
     private var worker: Task<Void, Never>?
     private var failure: DownloadError?
     private(set) var durable: ByteRanges
 
-    init(part: PartFile, store: Store, id: String, durable: ByteRanges) {
+    init(part: PartFile, writer: StoreWriter, id: DownloadID, durable: ByteRanges) {
         self.part = part
-        self.store = store
+        self.writer = writer
         self.id = id
         self.durable = durable
     }
@@ -35,7 +35,8 @@ actor Checkpointer {
         }
     }
 
-    /// Makes `ranges` durable now, after any checkpoint under way.
+    /// Makes `ranges` durable now, after any checkpoint under way, and waits until the store
+    /// has written them.
     func flush(_ ranges: ByteRanges) async throws(DownloadError) {
         pending = ranges
         // In a task of its own: a pause cancels the caller, and must not cut the save short.
@@ -43,6 +44,12 @@ actor Checkpointer {
         self.worker = worker
         await worker.value
         if let failure { throw failure }
+        let writer = writer
+        let stored = await Task { () async -> DownloadError? in
+            do throws(DownloadError) { try await writer.flush() } catch { return error }
+            return nil
+        }.value
+        if let stored { throw stored }
     }
 
     private func drain() async {
@@ -51,7 +58,8 @@ actor Checkpointer {
             do {
                 let part = self.part
                 try await NIOThreadPool.singleton.runIfActive { try part.sync() }
-                try await store.checkpoint(id: id, ranges: next)
+                // Written with the next group commit; a failure there reaches the manager.
+                writer.update(id, .ranges(next))
                 durable = next
             } catch let error as DownloadError {
                 failure = error

@@ -136,13 +136,6 @@ final class PartFile: Sendable {
         guard fdatasync(descriptor) == 0 else { throw .io("flush", path: path, errno: errno) }
     }
 
-    /// Renames the part file to `destination` and fsyncs the folder so the rename survives a crash.
-    func commit(to destination: String) throws(DownloadError) {
-        try sync()
-        guard rename(path, destination) == 0 else { throw .io("rename \(path) to", path: destination, errno: errno) }
-        PartFile.syncDirectory(of: destination)
-    }
-
     static func syncDirectory(of path: String) {
         let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -153,14 +146,14 @@ final class PartFile: Sendable {
 }
 
 extension PartFile {
-    /// Deletes `destination.part` and its record, unless another writer holds the part file's
-    /// lock right now (then both stay: that writer still needs them).
-    static func discard(destination: String, store: Store) async {
+    /// Deletes `destination.part`, unless another writer holds the part file's lock right now
+    /// (then it stays: that writer still needs it), and forgets the progress `id` recorded.
+    static func discard(destination: String, id: DownloadID?, store: Store) {
         let path = destination + ".part"
         if FileManager.default.fileExists(atPath: path) {
             guard let part = try? PartFile(path: path), (try? part.tryLock()) == .some(nil) else { return }
-            try? FileManager.default.removeItem(atPath: path)
+            unlink(path)
         }
-        try? await store.delete(destination: destination)
+        if let id { store.writer.update(id, .ranges(ByteRanges())) }
     }
 }

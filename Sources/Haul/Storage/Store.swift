@@ -1,145 +1,116 @@
 import Foundation
 import GRDB
 
-/// The SQLite store (WAL mode) shared by every Haul process that uses the same state folder.
+/// The SQLite store (WAL mode) shared by every Haul process that uses the same state folder:
+/// one row per download (``DownloadRow``), written through one group-committing
+/// ``StoreWriter``.
 ///
-/// Each write is one transaction; several processes may use it at once.
+/// Reads see every change submitted before them: they wait for the writer first.
 final class Store: Sendable {
-    private let pool: DatabasePool
+    private let database: any DatabaseWriter
     let path: String
+    let writer: StoreWriter
 
-    /// Opens (creating if needed) `state.sqlite` in `directory`.
+    /// Opens (creating if needed) `state.sqlite` in `directory`, a folder of mode 0700 with
+    /// the database 0600: it may hold credentials.
     init(directory: String) throws(DownloadError) {
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
             throw DownloadError.io("cannot create state folder \(directory): \((error as NSError).localizedDescription)")
         }
         path = (directory as NSString).appendingPathComponent("state.sqlite")
         var configuration = Configuration()
-        // Another `haul` may be checkpointing at the same moment; wait rather than fail.
+        // Another `haul` may be committing at the same moment; wait rather than fail.
         configuration.busyMode = .timeout(10)
         configuration.label = "haul.store"
+        let path = path
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            if !FileManager.default.fileExists(atPath: path) {
+                FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            }
+            let pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
+            database = pool
         } catch {
-            throw DownloadError.io("cannot open the store \(path): \(error)")
+            throw DownloadError.io("cannot open the store \(path): \(StoreWriter.reason(error)); check the state folder (--state-dir)")
+        }
+        writer = StoreWriter(database: database, path: path)
+    }
+
+    /// A store in memory, for tests of the manager's bookkeeping at scale.
+    init(inMemory: ()) throws(DownloadError) {
+        path = ":memory:"
+        do {
+            let queue = try DatabaseQueue()
+            try Self.migrator.migrate(queue)
+            database = queue
+        } catch {
+            throw DownloadError.io("cannot make a store in memory: \(error)")
+        }
+        writer = StoreWriter(database: database, path: path)
+    }
+
+    // MARK: Reading
+
+    func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(DownloadError) -> T {
+        try await writer.flush()
+        do { return try await database.read(body) } catch {
+            throw .io("cannot read the download records in \(path): \(StoreWriter.reason(error))")
         }
     }
 
-    private static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.create(table: "download") { t in
-                t.primaryKey("id", .text)
-                t.column("destination", .text).notNull().unique()
-                t.column("url", .text).notNull()
-                t.column("totalLength", .integer)
-                t.column("etag", .text)
-                t.column("lastModified", .text)
-                t.column("acceptsRanges", .boolean).notNull().defaults(to: false)
-                t.column("ranges", .text).notNull().defaults(to: "")
-                t.column("status", .text).notNull()
-                t.column("lastError", .text)
-                t.column("checksum", .text)
-                t.column("createdAt", .datetime).notNull()
-                t.column("updatedAt", .datetime).notNull()
+    func row(_ id: DownloadID) async throws(DownloadError) -> DownloadRow? {
+        try await read { db in try DownloadRow.fetchOne(db, key: id.storedValue) }
+    }
+
+    /// The rows that have written (or finished) the file at `path`, newest first.
+    func rows(path: String) async throws(DownloadError) -> [DownloadRow] {
+        try await read { db in
+            try DownloadRow.filter(DownloadRow.Columns.path == path).order(Column("updatedAt").desc).fetchAll(db)
+        }
+    }
+
+    /// The row that wrote (or finished) the file at `path` most recently.
+    func row(path: String) async throws(DownloadError) -> DownloadRow? {
+        try await rows(path: path).first
+    }
+
+    /// Every row of `queue`, in queue order.
+    func rows(queue: String) async throws(DownloadError) -> [DownloadRow] {
+        try await read { db in
+            try DownloadRow.filter(DownloadRow.Columns.queue == queue).order(Column("priority").desc, DownloadRow.Columns.position)
+                .fetchAll(db)
+        }
+    }
+
+    /// The rows of `queue` for these destinations (the paths asked for), in one query per 500.
+    func rows(queue: String, destinations: Set<String>) async throws(DownloadError) -> [DownloadRow] {
+        let list = Array(destinations)
+        return try await read { db in
+            var rows: [DownloadRow] = []
+            var start = 0
+            while start < list.count {
+                let chunk = Array(list[start..<min(list.count, start + 500)])
+                rows += try DownloadRow.filter(DownloadRow.Columns.queue == queue && chunk.contains(DownloadRow.Columns.destination))
+                    .fetchAll(db)
+                start += 500
             }
-        }
-        // Additive: a store from before the manager keeps its downloads.
-        migrator.registerMigration("v2") { db in
-            try db.create(table: "job") { t in
-                t.primaryKey("id", .text)
-                t.column("queue", .text).notNull()
-                t.column("url", .text).notNull()
-                t.column("destinationKind", .text).notNull()
-                t.column("destinationPath", .text).notNull()
-                t.column("resolvedPath", .text)
-                t.column("options", .text).notNull()
-                t.column("priority", .integer).notNull().defaults(to: 0)
-                t.column("position", .integer).notNull()
-                t.column("dependencies", .text).notNull().defaults(to: "")
-                t.column("status", .text).notNull()
-                t.column("resultBytes", .integer)
-                t.column("errorKind", .text)
-                t.column("lastError", .text)
-                t.column("createdAt", .datetime).notNull()
-                t.column("updatedAt", .datetime).notNull()
-            }
-            try db.create(index: "job_destination", on: "job", columns: ["queue", "destinationPath"])
-        }
-        return migrator
-    }
-
-    func record(destination: String) async throws -> DownloadRecord? {
-        try await pool.read { db in
-            try DownloadRecord.filter(Column("destination") == destination).fetchOne(db)
+            return rows
         }
     }
 
-    /// Inserts or replaces the row, stamping `updatedAt`.
-    func save(_ record: DownloadRecord) async throws {
-        var stamped = record
-        stamped.updatedAt = Date()
-        let row = stamped
-        try await pool.write { db in try row.save(db) }
-    }
-
-    /// Records durable progress. Called only after the bytes were flushed.
-    func checkpoint(id: String, ranges: ByteRanges) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE download SET ranges = ?, updatedAt = ? WHERE id = ?",
-                arguments: [ranges, Date(), id])
+    /// The largest position and finish order used in `queue`.
+    func counters(queue: String) async throws(DownloadError) -> (position: Int64, finishOrder: Int64) {
+        try await read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT MAX(position), MAX(finishOrder) FROM download WHERE queue = ?", arguments: [queue])
+            return (row?[0] ?? 0, row?[1] ?? 0)
         }
     }
 
-    func delete(id: String) async throws {
-        _ = try await pool.write { db in try DownloadRecord.deleteOne(db, key: id) }
-    }
-
-    func delete(destination: String) async throws {
-        _ = try await pool.write { db in
-            try DownloadRecord.filter(Column("destination") == destination).deleteAll(db)
-        }
-    }
-
-    // MARK: Jobs (the manager's queue)
-    //
-    // These block the calling thread for one short transaction: the manager's state
-    // changes must reach the store in the order they happen.
-
-    func jobs(queue: String) throws -> [JobRecord] {
-        try pool.read { db in try JobRecord.filter(Column("queue") == queue).order(Column("position")).fetchAll(db) }
-    }
-
-    /// The jobs of `queue` for `path` that are either for `url` or for that exact file: the
-    /// ones adding `url` there could be the same as, or collide with. (Not every download into
-    /// the same folder: decoding those made each add slower the longer the queue.)
-    func jobs(queue: String, destinationPath path: String, url: String) throws -> [JobRecord] {
-        try pool.read { db in
-            try JobRecord.filter(Column("queue") == queue && Column("destinationPath") == path
-                                 && (Column("url") == url || Column("destinationKind") == "file")).fetchAll(db)
-        }
-    }
-
-    func maxJobPosition() throws -> Int? {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT MAX(position) FROM job") }
-    }
-
-    /// Saves the jobs (inserting or replacing), stamping `updatedAt`, in one transaction.
-    func save(jobs: [JobRecord]) throws {
-        let now = Date()
-        try pool.write { db in
-            for var job in jobs {
-                job.updatedAt = now
-                try job.save(db)
-            }
-        }
-    }
-
-    func deleteJob(id: String) throws {
-        _ = try pool.write { db in try JobRecord.deleteOne(db, key: id) }
+    /// Writes everything submitted so far.
+    func flush() async throws(DownloadError) {
+        try await writer.flush()
     }
 }

@@ -37,8 +37,8 @@ struct Harness {
         return result
     }
 
-    func record(for path: String) async throws -> DownloadRecord? {
-        try await Store(directory: stateDirectory).record(destination: path)
+    func record(for path: String) async throws -> DownloadRow? {
+        try await Store(directory: stateDirectory).row(path: path)
     }
 
     func remove() { directory.remove() }

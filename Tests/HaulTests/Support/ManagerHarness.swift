@@ -22,7 +22,7 @@ final class EventLog: Sendable {
     var events: [DownloadManager.Event] { recorded.withLock { $0 } }
 
     /// Events other than progress, as "kind id" strings: easy to compare.
-    func lifecycle(of id: String? = nil) -> [String] {
+    func lifecycle(of id: DownloadManager.ID? = nil) -> [String] {
         events.compactMap { event -> String? in
             guard id == nil || event.id == id else { return nil }
             switch event {
@@ -39,7 +39,7 @@ final class EventLog: Sendable {
 
     /// The most downloads that were between "started" and their terminal event at once.
     var peakRunning: Int {
-        var running = Set<String>()
+        var running = Set<DownloadManager.ID>()
         var peak = 0
         for event in events {
             if case .started(let id) = event { running.insert(id) }
@@ -51,7 +51,7 @@ final class EventLog: Sendable {
 
     /// Whether each "started" is followed by exactly one terminal event before the next start.
     var everyAttemptEndsOnce: Bool {
-        var open: [String: Bool] = [:]
+        var open: [DownloadManager.ID: Bool] = [:]
         for event in events {
             switch event {
             case .started(let id):

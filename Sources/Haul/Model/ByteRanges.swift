@@ -9,6 +9,9 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
     /// An empty set.
     public init() { self.ranges = [] }
 
+    /// Whether no byte is in the set.
+    public var isEmpty: Bool { ranges.isEmpty }
+
     /// A set holding the given ranges, normalised (sorted and merged).
     public init(_ ranges: [Range<Int64>]) {
         self.ranges = []

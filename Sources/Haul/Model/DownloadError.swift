@@ -25,6 +25,11 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         /// A download this one depends on failed or was removed, so it never started.
         public static let dependency = Kind(name: "dependency")
         public var description: String { name }
+
+        static let all: [Kind] = [.http, .network, .protocolViolation, .checksum, .io, .invalidRequest, .cancelled, .dependency]
+
+        /// The number the store keeps.
+        var storedValue: Int { (Self.all.firstIndex(of: self) ?? Self.all.firstIndex(of: .io)!) + 1 }
     }
 
     /// The broad class of this failure.
@@ -60,6 +65,12 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         var copy = self
         if copy.url == nil { copy.url = url }
         return copy
+    }
+}
+
+extension DownloadError.Kind {
+    init(storedValue: Int) {
+        self = Self.all.indices.contains(storedValue - 1) ? Self.all[storedValue - 1] : .io
     }
 }
 
@@ -101,19 +112,31 @@ extension DownloadError {
         DownloadError(kind: .io, message: "cannot \(action) \(path): \(String(cString: strerror(code)))")
     }
 
-    static func io(_ message: String) -> DownloadError {
+    /// A local file or the store failed, as `message` says.
+    public static func io(_ message: String) -> DownloadError {
         DownloadError(kind: .io, message: message)
     }
 
-    static func invalidRequest(_ message: String) -> DownloadError {
+    /// The request itself is unusable, as `message` says.
+    public static func invalidRequest(_ message: String) -> DownloadError {
         DownloadError(kind: .invalidRequest, message: message)
     }
 
     static let cancelled = DownloadError(kind: .cancelled, message: "cancelled")
 
+    /// A download `dependency` this one needed failed or went away.
+    static func dependencyFailed(_ dependency: DownloadID, reason: String) -> DownloadError {
+        DownloadError(kind: .dependency, message: "needed download \(dependency) failed: \(reason)")
+    }
+
     /// An error as the store kept it (its kind's name and message).
     static func stored(kind: String, message: String) -> DownloadError {
         DownloadError(kind: Kind(name: kind), message: message)
+    }
+
+    /// An error as the store keeps it (its kind's number and message).
+    static func stored(kind: Kind, message: String) -> DownloadError {
+        DownloadError(kind: kind, message: message)
     }
 }
 

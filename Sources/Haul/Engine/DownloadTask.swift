@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
 
-/// A running (or paused) download: watch its progress, pause, resume, cancel, await it.
+/// A download run by a ``Downloader`` outside any manager: watch its progress, pause,
+/// resume, cancel, await it. Its status is written to its row as it changes.
 ///
 /// Pausing keeps the partial file and its record; cancelling removes both.
 public final class DownloadTask: Sendable {
@@ -26,11 +27,14 @@ public final class DownloadTask: Sendable {
     private let state = Mutex(State())
     private let continuation: AsyncStream<DownloadProgress>.Continuation
     private let store: Store
+    /// Its row in the store.
+    let id: DownloadID
     private let makeRunner: @Sendable (DownloadRunner.RunEvents) -> DownloadRunner
 
-    init(store: Store, makeRunner: @escaping @Sendable (DownloadRunner.RunEvents) -> DownloadRunner) {
+    init(store: Store, id: DownloadID, makeRunner: @escaping @Sendable (DownloadRunner.RunEvents) -> DownloadRunner) {
         (progress, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.store = store
+        self.id = id
         self.makeRunner = makeRunner
     }
 
@@ -39,6 +43,7 @@ public final class DownloadTask: Sendable {
             state.phase = .running
             state.run = launch()
         }
+        store.writer.update(id, .status(.running))
     }
 
     private func launch() -> Task<Void, Never> {
@@ -76,12 +81,8 @@ public final class DownloadTask: Sendable {
             state.run = nil
             switch state.phase {
             case .pausing:
-                if case .failure(let error) = result, error.kind == .cancelled {
-                    state.phase = .paused
-                    for waiter in state.stopWaiters { waiter.resume() }
-                    state.stopWaiters = []
-                    return .paused
-                }
+                // Paused once the pause is recorded (below); a resume meanwhile relaunches then.
+                if case .failure(let error) = result, error.kind == .cancelled { return .paused }
                 return .done
             case .resuming:
                 if case .failure(let error) = result, error.kind == .cancelled {
@@ -97,12 +98,36 @@ public final class DownloadTask: Sendable {
             }
         }
         switch next {
-        case .paused, .relaunch:
+        case .paused:
+            store.writer.update(id, .status(.paused))
+            do throws(DownloadError) {
+                // A caller, or another process, may read the record as soon as the pause returns.
+                try await store.flush()
+            } catch {
+                finish(.failure(error))
+                return
+            }
+            let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+                if case .resuming = state.phase {
+                    state.phase = .running
+                    state.run = launch()
+                    return []
+                }
+                state.phase = .paused
+                defer { state.stopWaiters = [] }
+                return state.stopWaiters
+            }
+            for waiter in waiters { waiter.resume() }
+        case .relaunch:
             return
         case .cleanUp(let destination):
             await removePartial(destination: destination)
             finish(.failure(.cancelled))
         case .done:
+            switch result {
+            case .success: store.writer.update(id, .status(.completed))
+            case .failure(let error): store.writer.update(id, .status(.failed, error: error))
+            }
             finish(result)
         }
     }
@@ -118,11 +143,10 @@ public final class DownloadTask: Sendable {
         for waiter in stopWaiters { waiter.resume() }
     }
 
-    /// Runs in a task of its own: the run that was cancelled must not cut its own clean-up short.
+    /// Deletes the partial file and the row.
     private func removePartial(destination: String?) async {
-        guard let destination else { return }
-        let store = self.store
-        await Task { await PartFile.discard(destination: destination, store: store) }.value
+        if let destination { PartFile.discard(destination: destination, id: nil, store: store) }
+        store.writer.delete(id)
     }
 
     /// Stops transferring and keeps the partial and its record; ``resume()`` continues.
@@ -224,14 +248,12 @@ public final class DownloadTask: Sendable {
     ///
     /// - Throws: ``DownloadError`` when the destination is not known yet or the store fails.
     public func resumeToken() async throws(DownloadError) -> ResumeToken {
-        guard let destination = state.withLock({ $0.destination }) else {
+        guard state.withLock({ $0.destination }) != nil else {
             throw .invalidRequest("the download has not reached its destination yet")
         }
-        let record: DownloadRecord?
-        do { record = try await store.record(destination: destination) } catch {
-            throw .io("cannot use the store \(store.path): \(error)")
+        guard let row = try await store.row(id), row.path != nil else {
+            throw .invalidRequest("no record of download \(id)")
         }
-        guard let record else { throw .invalidRequest("no record for \(destination)") }
-        return ResumeToken(record)
+        return ResumeToken(row)
     }
 }

@@ -47,6 +47,8 @@ public final class Downloader: Sendable {
 
     let configuration: Configuration
     let store: Store
+    /// Puts finished files in place, a batch at a time.
+    let committer = FileCommitter()
     private let client: HTTPClient
     /// Shared by every download; without a limit it lets everything through at the cost of
     /// one atomic load per read.
@@ -55,9 +57,14 @@ public final class Downloader: Sendable {
     /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)``.
     ///
     /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened.
-    public init(_ configuration: Configuration) throws(DownloadError) {
+    public convenience init(_ configuration: Configuration) throws(DownloadError) {
+        self.init(configuration, store: try Store(directory: configuration.stateDirectory))
+    }
+
+    /// A downloader on a given store (tests use one in memory).
+    init(_ configuration: Configuration, store: Store) {
         self.configuration = configuration
-        store = try Store(directory: configuration.stateDirectory)
+        self.store = store
         client = HTTPTransport.makeClient(stallTimeout: configuration.stallTimeout, rateLimit: configuration.rateLimit)
         globalLimiter = RateLimiter(bytesPerSecond: configuration.rateLimit ?? 0, clock: configuration.clock)
     }
@@ -75,9 +82,14 @@ public final class Downloader: Sendable {
         globalLimiter.setRate(bytesPerSecond)
     }
 
-    /// Closes the HTTP client. Downloads still running fail.
+    /// Writes what is left to the store and closes the HTTP client. Downloads still running fail.
+    ///
+    /// - Throws: ``DownloadError`` when the store cannot write what is left.
     public func shutdown() async throws {
+        var failure: (any Error)?
+        do { try await store.flush() } catch { failure = error }
         try await client.shutdown()
+        if let failure { throw failure }
     }
 
     /// Runs `body` with a downloader and shuts it down afterwards, whatever happens.
@@ -96,42 +108,59 @@ public final class Downloader: Sendable {
     }
 
     /// Starts downloading. The task runs until it completes, fails, or is paused or cancelled.
+    ///
+    /// The download gets a row of its own in the store; a later download of the same
+    /// destination (in this process or another) continues from what it saved.
     public func download(_ request: DownloadRequest) -> DownloadTask {
-        download(request, lease: nil)
-    }
-
-    /// Starts downloading, taking extra connections from `lease` (a manager's per-host limit).
-    func download(_ request: DownloadRequest, lease: HostLease?) -> DownloadTask {
-        let task = DownloadTask(store: store) { [self] events in
-            var logger = configuration.logger
-            logger[metadataKey: "url"] = "\(request.url)"
-            let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
-            return DownloadRunner(request: request, store: store, transport: HTTPTransport(client: client),
-                                  stallTimeout: configuration.stallTimeout, clock: configuration.clock,
-                                  random: configuration.random, limiters: limiters.compactMap { $0 },
-                                  lease: lease, logger: logger, events: events)
+        let id = DownloadID.random()
+        let request = request.absolutized
+        store.writer.insert(DownloadRow(id: id, queue: nil, request: request))
+        let task = DownloadTask(store: store, id: id) { [self] events in
+            runner(request, id: id, events: events)
         }
         task.start()
         return task
     }
 
+    /// The engine for one attempt of a download whose row is `id`.
+    ///
+    /// - Parameters:
+    ///   - revalidate: it completed before: ask the server whether it changed.
+    ///   - lease: the host's connection slots (a manager's per-host limit).
+    func runner(_ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
+                events: DownloadRunner.RunEvents) -> DownloadRunner {
+        var logger = configuration.logger
+        logger[metadataKey: "download"] = "\(id)"
+        let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
+        return DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
+                              transport: HTTPTransport(client: client), stallTimeout: configuration.stallTimeout,
+                              clock: configuration.clock, random: configuration.random,
+                              limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
+    }
+
     /// Continues a download described by a token from another process (or this one).
     ///
     /// The token's ranges are trusted only as far as the part file still holds them.
-    /// - Throws: ``DownloadError`` when the token is of an unknown version or the store fails.
+    /// - Throws: ``DownloadError`` when the token is of an unknown version.
     public func download(resuming token: ResumeToken, configure: (inout DownloadRequest) -> Void = { _ in }) async throws(DownloadError) -> DownloadTask {
         guard token.version == 1 else { throw .invalidRequest("resume token version \(token.version) is not supported") }
-        let now = Date()
-        let existing = try? await store.record(destination: token.destination)
-        let record = DownloadRecord(
-            id: existing?.id ?? token.id, destination: token.destination, url: token.url,
-            totalLength: token.totalLength, etag: token.validators.etag, lastModified: token.validators.lastModified,
-            acceptsRanges: true, ranges: token.ranges, status: .paused, lastError: nil,
-            checksum: token.checksum?.description, createdAt: existing?.createdAt ?? now, updatedAt: now)
-        do { try await store.save(record) } catch { throw .io("cannot use the store \(store.path): \(error)") }
         var request = DownloadRequest(url: token.url, file: token.destination)
         request.checksum = token.checksum
         configure(&request)
-        return download(request)
+        let id = DownloadID.random()
+        var row = DownloadRow(id: id, queue: nil, request: request.absolutized)
+        row.status = .paused
+        row.path = token.destination
+        row.totalLength = token.totalLength
+        row.validators = token.validators
+        row.acceptsRanges = true
+        row.ranges = token.ranges
+        store.writer.insert(row)
+        let resumed = request.absolutized
+        let task = DownloadTask(store: store, id: id) { [self] events in
+            runner(resumed, id: id, events: events)
+        }
+        task.start()
+        return task
     }
 }

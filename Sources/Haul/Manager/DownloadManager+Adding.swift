@@ -1,0 +1,197 @@
+import Foundation
+
+extension DownloadManager {
+    // MARK: Adding
+
+    /// Adds a download and returns its id.
+    ///
+    /// Adding the same URL for the same destination again returns the existing download
+    /// (also one an earlier process added to this queue), as it stands: a running one
+    /// continues, a paused one stays paused, a completed one completed unless its file is gone
+    /// (then it is queued again), a failed one is tried again.
+    ///
+    /// - Parameters:
+    ///   - priority: higher starts first; equal priorities start in the order added.
+    ///   - dependencies: downloads that must complete first; if one fails or is removed, this
+    ///     one fails with a ``DownloadError/Kind/dependency`` error.
+    ///   - replacing: when another URL already downloads to the same file, remove that download
+    ///     (and its partial file) instead of failing.
+    ///   - paused: add it paused: it waits until ``resume(_:)`` (aria2's `pause` option).
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` for an invalid
+    ///   request, an unknown dependency or a destination taken by another URL;
+    ///   ``DownloadError/Kind/io`` when the store fails.
+    @discardableResult
+    public func add(_ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
+                    replacing: Bool = false, paused: Bool = false) async throws(DownloadError) -> ID {
+        for dependency in dependencies where entries[dependency] == nil {
+            throw .invalidRequest("unknown download \(dependency) to depend on")
+        }
+        let added = try await add(contentsOf: [request], priority: priority, after: dependencies, replacing: replacing, paused: paused)
+        return try added[0].get()
+    }
+
+    /// Adds many downloads in one step: one look in the store for the whole list, one group
+    /// commit, O(n log n) in all. Each request's id, or why it was refused, in order.
+    ///
+    /// - Parameter requeueExisting: a download that was already there is also queued again:
+    ///   a paused or failed one resumes, a completed one is checked against the server (one
+    ///   conditional request) — what running `haul get` again does.
+    public func add(contentsOf requests: [DownloadRequest], priority: Int = 0, after dependencies: [ID] = [],
+                    replacing: Bool = false, paused: Bool = false,
+                    requeueExisting: Bool = false) async throws(DownloadError) -> [Result<ID, DownloadError>] {
+        guard !isShutDown else { throw .invalidRequest("the download manager has shut down") }
+        if let storeFailure { throw storeFailure }
+        let requests = requests.map(\.absolutized)
+        try await loadCounters()
+        try await adopt(requests)
+        var results: [Result<ID, DownloadError>] = []
+        results.reserveCapacity(requests.count)
+        for request in requests {
+            do throws(DownloadError) {
+                try request.validate()
+                let id = try await addOne(request, priority: priority, dependencies: dependencies, replacing: replacing,
+                                          paused: paused, requeueExisting: requeueExisting)
+                results.append(.success(id))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        schedule()
+        return results
+    }
+
+    private func addOne(_ request: DownloadRequest, priority: Int, dependencies: [ID], replacing: Bool, paused: Bool,
+                        requeueExisting: Bool) async throws(DownloadError) -> ID {
+        let key = RequestKey(destination: request.destination, url: request.url)
+        if let existing = byRequest[key] {
+            if requeueExisting {
+                requeue(existing)
+            } else if entries[existing]?.lifecycle.status == .failed {
+                // Asked for again: try again.
+                transition(existing) { $0.resume() }
+            } else {
+                requeueIfFileGone(existing)
+            }
+            return existing
+        }
+        if case .file(let path) = request.destination, let other = byFile[path] {
+            guard replacing, let taken = entries[other] else {
+                throw .invalidRequest("\(path) is already the destination of download \(other) (\(entries[other]?.request.url ?? "")); remove it first or add with replacing")
+            }
+            _ = taken
+            await remove(other)
+        }
+        let id = ID.random()
+        let position = nextPosition
+        nextPosition += Self.positionStep
+        let (lifecycle, actions) = DownloadLifecycle.added(paused: paused)
+        var entry = Entry(lifecycle: lifecycle, request: request, priority: priority, position: position,
+                          host: HostConnections.host(of: request.url), dependencies: dependencies, id: id)
+        var row = DownloadRow(id: id, queue: queue, request: request)
+        row.priority = priority
+        row.position = position
+        row.dependencies = dependencies
+        row.status = lifecycle.status
+        store.writer.insert(row)
+        entry.unmet = 0
+        insert(entry)
+        for dependency in dependencies {
+            index.addDependent(id, on: dependency)
+            guard let other = entries[dependency] else { continue }
+            if other.lifecycle.status != .completed { entries[id]?.unmet += 1 }
+        }
+        reindexReady(id)
+        perform(actions.filter { if case .persist = $0 { false } else { true } }, for: id)
+        // A dependency that already failed fails this one at once.
+        for dependency in dependencies {
+            if let error = entries[dependency]?.lifecycle.error {
+                dependencyFailed(id, dependency: dependency, reason: error.message)
+            }
+        }
+        return id
+    }
+
+    /// Puts a new entry in the maps and indexes.
+    func insert(_ entry: Entry) {
+        entries[entry.id] = entry
+        byRequest[RequestKey(destination: entry.request.destination, url: entry.request.url)] = entry.id
+        if case .file(let path) = entry.request.destination { byFile[path] = entry.id }
+        counts[entry.lifecycle.status, default: 0] += 1
+        if let result = entry.lifecycle.result { completedBytes += result.bytes }
+        indexState(entry)
+    }
+
+    /// Brings in what earlier processes left in this queue for these requests (one query), so
+    /// adding one again finds it. Not needed once ``restore()`` has loaded everything.
+    private func adopt(_ requests: [DownloadRequest]) async throws(DownloadError) {
+        guard !restored else { return }
+        var destinations = Set<String>()
+        for request in requests where byRequest[RequestKey(destination: request.destination, url: request.url)] == nil {
+            destinations.insert(request.destination.path)
+        }
+        guard !destinations.isEmpty else { return }
+        for row in try await store.rows(queue: queue, destinations: destinations) where entries[row.id] == nil {
+            insert(restoredEntry(row))
+        }
+    }
+
+    /// Reads the counters (positions, finish order) the store left, once.
+    private func loadCounters() async throws(DownloadError) {
+        guard !countersLoaded else { return }
+        countersLoaded = true
+        let counters = try await store.counters(queue: queue)
+        nextPosition = max(nextPosition, counters.position + Self.positionStep)
+        nextFinishOrder = max(nextFinishOrder, counters.finishOrder)
+    }
+
+    /// Continues the queue kept in the store: running and queued downloads are queued (the
+    /// ones that were running first), paused stay paused, finished ones are remembered. An
+    /// unfinished download reports what its partial file holds until it runs again.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func restore() async throws(DownloadError) {
+        try await loadCounters()
+        for row in try await store.rows(queue: queue) where entries[row.id] == nil {
+            insert(restoredEntry(row))
+            if [.queued, .paused, .running].contains(row.status), !row.ranges.isEmpty {
+                board.update(row.id, DownloadProgress(destination: row.path, bytesDone: row.ranges.byteCount,
+                                                      totalBytes: row.totalLength, bytesPerSecond: 0))
+            }
+        }
+        // Dependencies once everyone is in.
+        for (id, entry) in entries where !entry.dependencies.isEmpty {
+            var unmet = 0
+            for dependency in entry.dependencies {
+                index.addDependent(id, on: dependency)
+                if entries[dependency]?.lifecycle.status != .completed { unmet += 1 }
+            }
+            entries[id]?.unmet = unmet
+            reindexReady(id)
+        }
+        restored = true
+        schedule()
+    }
+
+    func restoredEntry(_ row: DownloadRow) -> Entry {
+        let result = row.status == .completed
+            ? DownloadResult(path: row.path ?? row.request.destination.path, bytes: row.resultBytes ?? 0, bytesFetched: 0,
+                             wasAlreadyComplete: true)
+            : nil
+        var entry = Entry(lifecycle: DownloadLifecycle(restoring: row.status, result: result, error: row.error),
+                          request: row.request, priority: row.priority, position: row.position,
+                          host: HostConnections.host(of: row.url), path: row.path, dependencies: row.dependencies, id: row.id)
+        entry.finishOrder = row.finishOrder
+        if entry.lifecycle.isFinished, entry.finishOrder == nil {
+            nextFinishOrder += 1
+            entry.finishOrder = nextFinishOrder
+        }
+        return entry
+    }
+
+    /// A completed download whose file is gone is queued again.
+    func requeueIfFileGone(_ id: ID) {
+        guard let entry = entries[id], let result = entry.lifecycle.result,
+              DestinationResolver.regularFileSize(result.path) == nil else { return }
+        transition(id) { $0.requeue() }
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+
+/// What to download, where to, and how hard to try: the one description of a download.
+///
+/// The command line, the daemon's RPC options and library callers all build one of these; the
+/// manager checks it once (``validate()``) and stores it as it is.
+///
+/// ```swift
+/// var request = DownloadRequest(url: "https://example.com/big.iso", directory: "/tmp")
+/// request.checksum = try Checksum(parsing: "sha-256=…")
+/// request.headers = [.init(name: "Authorization", value: "Bearer …")]
+/// ```
+public struct DownloadRequest: Sendable, Hashable, Codable {
+    /// Where the file goes.
+    public enum Destination: Sendable, Hashable, Codable {
+        /// Exactly this path.
+        case file(String)
+        /// This folder, under the name the server suggests (Content-Disposition) or the URL's last segment.
+        case directory(String)
+
+        /// The path given, file or folder.
+        public var path: String {
+            switch self {
+            case .file(let path), .directory(let path): path
+            }
+        }
+    }
+
+    /// An extra request header.
+    public struct Header: Sendable, Hashable, Codable {
+        public var name: String
+        public var value: String
+
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+
+        /// `Name: value`, refusing anything that could smuggle a second header or request line.
+        public init(parsing line: String) throws(DownloadError) {
+            guard let colon = line.firstIndex(of: ":") else {
+                throw .invalidRequest("bad header \"\(line)\": expected 'Name: value'")
+            }
+            self.init(name: line[..<colon].trimmingCharacters(in: .whitespaces),
+                      value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            try validate()
+        }
+
+        /// A token name and a value without control characters (a tab is allowed).
+        func validate() throws(DownloadError) {
+            guard !name.isEmpty, name.unicodeScalars.allSatisfy(Self.isTokenCharacter) else {
+                throw .invalidRequest("bad header name \"\(name)\": letters, digits and !#$%&'*+-.^_`|~ only")
+            }
+            guard !value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                throw .invalidRequest("header \(name) contains control characters")
+            }
+        }
+
+        private static func isTokenCharacter(_ scalar: Unicode.Scalar) -> Bool {
+            guard scalar.isASCII else { return false }
+            switch scalar {
+            case "a"..."z", "A"..."Z", "0"..."9": return true
+            default: return "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar)
+            }
+        }
+    }
+
+    /// The `http` or `https` URL.
+    public var url: String
+    /// Where the file goes.
+    public var destination: Destination
+    /// Extra request headers (`Authorization`, `Cookie`, …), sent on every request.
+    public var headers: [Header] = []
+    /// A digest the finished file must match.
+    public var checksum: Checksum?
+    /// Tries in a row that may fail before giving up; a try that made progress resets the count.
+    public var maxTries: Int = 5
+    /// The first retry wait; it doubles on each further failure (with jitter).
+    public var retryWait: Duration = .seconds(1)
+    /// Replace a different file already at the destination instead of saving as `name.1.ext`.
+    public var overwrite: Bool = false
+    /// Connections for one download when the server serves ranges of a file of known length
+    /// (aria2's `-x`); 1 disables segmenting.
+    public var connections: Int = 1
+    /// A segment is never split below this size (aria2's `--min-split-size`).
+    public var minimumSplitSize: Int64 = 1 << 20
+    /// This download's own rate limit in bytes per second, on top of the downloader's global one.
+    public var rateLimit: Int64?
+
+    /// Connections a download may use: aria2's `-x` range.
+    public static let connectionRange = 1...16
+    /// The smallest `minimumSplitSize`.
+    public static let smallestSplit: Int64 = 1 << 10
+
+    /// A request for `url` saved into `directory`.
+    public init(url: String, directory: String) {
+        self.url = url
+        self.destination = .directory(directory)
+    }
+
+    /// A request for `url` saved at `path`.
+    public init(url: String, file path: String) {
+        self.url = url
+        self.destination = .file(path)
+    }
+
+    /// Checks the request once, for every way one is made: an `http`/`https` URL with a host,
+    /// headers that are one line each, connections in 1…16, at least one try, sane sizes.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
+    public func validate() throws(DownloadError) {
+        guard let components = URLComponents(string: url),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.host, !host.isEmpty
+        else {
+            throw .invalidRequest("not a URL Haul can download: it takes http:// and https:// URLs with a host")
+        }
+        guard !destination.path.isEmpty else { throw .invalidRequest("the destination is empty") }
+        guard !destination.path.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidRequest("the destination \(destination.path.debugDescription) contains control characters")
+        }
+        for header in headers { try header.validate() }
+        guard Self.connectionRange.contains(connections) else {
+            throw .invalidRequest("connections must be between 1 and 16, not \(connections)")
+        }
+        guard maxTries >= 1 else { throw .invalidRequest("tries must be at least 1, not \(maxTries)") }
+        guard retryWait >= .zero else { throw .invalidRequest("the retry wait must not be negative") }
+        guard minimumSplitSize >= Self.smallestSplit else {
+            throw .invalidRequest("the minimum split size must be at least 1K, not \(minimumSplitSize)")
+        }
+        if let rateLimit, rateLimit < 0 { throw .invalidRequest("the rate limit must not be negative") }
+    }
+
+    /// `path` as destinations are stored: `~` expanded, made absolute against the current
+    /// folder, and standardized.
+    public static func absolutePath(_ path: String) -> String {
+        DestinationResolver.absolute(path)
+    }
+
+    /// The request with its destination made absolute (what is stored and compared).
+    var absolutized: DownloadRequest {
+        var request = self
+        switch destination {
+        case .file(let path): request.destination = .file(Self.absolutePath(path))
+        case .directory(let path): request.destination = .directory(Self.absolutePath(path))
+        }
+        return request
+    }
+}

@@ -1,0 +1,20 @@
+/// Where a download stands.
+public enum DownloadStatus: String, Sendable, Codable, Hashable, CaseIterable {
+    case queued, running, paused, completed, failed
+
+    /// The number the store keeps (a typed column, not a string).
+    var storedValue: Int {
+        switch self {
+        case .queued: 0
+        case .running: 1
+        case .paused: 2
+        case .completed: 3
+        case .failed: 4
+        }
+    }
+
+    init?(storedValue: Int) {
+        guard let status = Self.allCases.first(where: { $0.storedValue == storedValue }) else { return nil }
+        self = status
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import GRDB
+
+/// One row of the `download` table: everything about one download, the request it runs
+/// with, where it stands in its queue, and what is on disk.
+///
+/// Progress is a set of durable byte ranges, never a single offset: only bytes that were
+/// flushed before the row said so are trusted after a crash.
+struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "download"
+
+    var id: DownloadID
+    /// The manager's queue (``DownloadManager/Configuration/queue``); nil for a download a
+    /// ``Downloader`` runs outside any manager.
+    var queue: String?
+    /// The request as given (its destination absolute).
+    var request: DownloadRequest
+    var priority = 0
+    /// Order among downloads of the same priority; smaller starts first.
+    var position: Int64 = 0
+    /// Ids that must complete before this one starts.
+    var dependencies: [DownloadID] = []
+    var status: DownloadStatus = .queued
+    /// When it finished, as a count that only grows: the order of `tellStopped`.
+    var finishOrder: Int64?
+
+    // What the engine learned and wrote.
+
+    /// The final path once the server has answered (a folder destination resolves to a file).
+    var path: String?
+    var totalLength: Int64?
+    var validators = Validators()
+    var acceptsRanges = false
+    /// Bytes flushed to disk before this row said so.
+    var ranges = ByteRanges()
+    /// The finished file's size and modification time, to tell Haul's own file from one
+    /// someone put there later.
+    var resultBytes: Int64?
+    var fileModified: Double?
+    var errorKind: DownloadError.Kind?
+    var lastError: String?
+    var createdAt = Date()
+    var updatedAt = Date()
+
+    init(id: DownloadID, queue: String?, request: DownloadRequest) {
+        self.id = id
+        self.queue = queue
+        self.request = request
+    }
+
+    var url: String { request.url }
+
+    /// The part file, once the final path is known.
+    var partPath: String? { path.map { $0 + ".part" } }
+
+    /// The file it writes: the final path once known, else the file asked for.
+    var filePath: String? {
+        if let path { return path }
+        if case .file(let file) = request.destination { return file }
+        return nil
+    }
+
+    var error: DownloadError? {
+        guard status == .failed else { return nil }
+        return .stored(kind: errorKind ?? .io, message: lastError ?? "failed")
+    }
+
+    // MARK: Columns
+
+    enum Columns {
+        static let id = Column("id")
+        static let queue = Column("queue")
+        static let destination = Column("destination")
+        static let url = Column("url")
+        static let path = Column("path")
+        static let status = Column("status")
+        static let finishOrder = Column("finishOrder")
+        static let position = Column("position")
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }()
+
+    init(row: Row) throws {
+        id = DownloadID(stored: row["id"])
+        queue = row["queue"]
+        let requestJSON: String = row["request"]
+        request = try JSONDecoder().decode(DownloadRequest.self, from: Data(requestJSON.utf8))
+        priority = row["priority"]
+        position = row["position"]
+        dependencies = (row["dependencies"] as String? ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
+        status = DownloadStatus(storedValue: row["status"]) ?? .queued
+        finishOrder = row["finishOrder"]
+        path = row["path"]
+        totalLength = row["totalLength"]
+        validators = Validators(etag: row["etag"], lastModified: row["lastModified"])
+        acceptsRanges = row["acceptsRanges"]
+        ranges = row["ranges"] ?? ByteRanges()
+        resultBytes = row["resultBytes"]
+        fileModified = row["fileModified"]
+        errorKind = (row["errorKind"] as Int?).map(DownloadError.Kind.init(storedValue:))
+        lastError = row["lastError"]
+        createdAt = row["createdAt"]
+        updatedAt = row["updatedAt"]
+    }
+
+    func encode(to container: inout PersistenceContainer) throws {
+        container["id"] = id.storedValue
+        container["queue"] = queue
+        container["url"] = request.url
+        container["destinationKind"] = request.destination.storedKind
+        container["destination"] = request.destination.path
+        container["request"] = String(decoding: try Self.encoder.encode(request), as: UTF8.self)
+        container["priority"] = priority
+        container["position"] = position
+        container["dependencies"] = dependencies.map(\.description).joined(separator: ",")
+        container["status"] = status.storedValue
+        container["finishOrder"] = finishOrder
+        container["path"] = path
+        container["totalLength"] = totalLength
+        container["etag"] = validators.etag
+        container["lastModified"] = validators.lastModified
+        container["acceptsRanges"] = acceptsRanges
+        container["ranges"] = ranges
+        container["resultBytes"] = resultBytes
+        container["fileModified"] = fileModified
+        container["errorKind"] = errorKind?.storedValue
+        container["lastError"] = lastError
+        container["createdAt"] = createdAt
+        container["updatedAt"] = updatedAt
+    }
+}
+
+extension DownloadRequest.Destination {
+    /// 0 for a file, 1 for a folder.
+    var storedKind: Int {
+        if case .file = self { return 0 }
+        return 1
+    }
+}
+
+extension ByteRanges: DatabaseValueConvertible {
+    public var databaseValue: DatabaseValue { description.databaseValue }
+
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> ByteRanges? {
+        String.fromDatabaseValue(dbValue).flatMap(ByteRanges.init(parsing:))
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import GRDB
+
+extension Store {
+    /// The schema's history. v1 and v2 are how earlier versions left a state folder; v3 folds
+    /// their two rows per download into one, so a folder written by any of them continues.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        // v1: the engine's record of each file, keyed by its path.
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "download") { t in
+                t.primaryKey("id", .text)
+                t.column("destination", .text).notNull().unique()
+                t.column("url", .text).notNull()
+                t.column("totalLength", .integer)
+                t.column("etag", .text)
+                t.column("lastModified", .text)
+                t.column("acceptsRanges", .boolean).notNull().defaults(to: false)
+                t.column("ranges", .text).notNull().defaults(to: "")
+                t.column("status", .text).notNull()
+                t.column("lastError", .text)
+                t.column("checksum", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+        }
+        // v2: the manager's queue beside it, the request mirrored field by field.
+        migrator.registerMigration("v2") { db in
+            try db.create(table: "job") { t in
+                t.primaryKey("id", .text)
+                t.column("queue", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("destinationKind", .text).notNull()
+                t.column("destinationPath", .text).notNull()
+                t.column("resolvedPath", .text)
+                t.column("options", .text).notNull()
+                t.column("priority", .integer).notNull().defaults(to: 0)
+                t.column("position", .integer).notNull()
+                t.column("dependencies", .text).notNull().defaults(to: "")
+                t.column("status", .text).notNull()
+                t.column("resultBytes", .integer)
+                t.column("errorKind", .text)
+                t.column("lastError", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+            try db.create(index: "job_destination", on: "job", columns: ["queue", "destinationPath"])
+        }
+        migrator.registerMigration("v3") { db in
+            try db.create(table: "download3") { t in
+                t.primaryKey("id", .integer)
+                t.column("queue", .text)
+                t.column("url", .text).notNull()
+                t.column("destinationKind", .integer).notNull()
+                t.column("destination", .text).notNull()
+                t.column("request", .text).notNull()
+                t.column("priority", .integer).notNull().defaults(to: 0)
+                t.column("position", .integer).notNull().defaults(to: 0)
+                t.column("dependencies", .text).notNull().defaults(to: "")
+                t.column("status", .integer).notNull()
+                t.column("finishOrder", .integer)
+                t.column("path", .text)
+                t.column("totalLength", .integer)
+                t.column("etag", .text)
+                t.column("lastModified", .text)
+                t.column("acceptsRanges", .boolean).notNull().defaults(to: false)
+                t.column("ranges", .text).notNull().defaults(to: "")
+                t.column("resultBytes", .integer)
+                t.column("fileModified", .double)
+                t.column("errorKind", .integer)
+                t.column("lastError", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+            try migrateToOneRow(db)
+            try db.drop(table: "job")
+            try db.drop(table: "download")
+            try db.rename(table: "download3", to: "download")
+            // What the queue, dedupe, tellWaiting/tellStopped and the engine look up.
+            try db.create(index: "download_queue_destination", on: "download", columns: ["queue", "destination"])
+            try db.create(index: "download_queue_order", on: "download", columns: ["queue", "status", "priority", "position"])
+            try db.create(index: "download_queue_finished", on: "download", columns: ["queue", "finishOrder"])
+            try db.create(index: "download_path", on: "download", columns: ["path"])
+        }
+        return migrator
+    }
+
+    /// v2 → v3: each job with the engine record of its file becomes one row; an engine record
+    /// no job refers to (a library download) becomes a row of no queue.
+    private static func migrateToOneRow(_ db: Database) throws {
+        var engine: [String: Row] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM download") {
+            engine[row["destination"]] = row
+        }
+        var claimed = Set<String>()
+        var finishOrder: Int64 = 0
+        let jobs = try Row.fetchAll(db, sql: "SELECT * FROM job ORDER BY updatedAt")
+        for job in jobs {
+            guard let id = DownloadID(job["id"] as String) else { continue }
+            let kind: String = job["destinationKind"]
+            let destination: String = job["destinationPath"]
+            var request = kind == "file"
+                ? DownloadRequest(url: job["url"], file: destination) : DownloadRequest(url: job["url"], directory: destination)
+            if let options = try? JSONDecoder().decode(LegacyOptions.self, from: Data((job["options"] as String).utf8)) {
+                options.apply(to: &request)
+            }
+            var row = DownloadRow(id: id, queue: job["queue"], request: request)
+            row.priority = job["priority"]
+            row.position = job["position"]
+            row.dependencies = (job["dependencies"] as String).split(separator: ",").compactMap { DownloadID(String($0)) }
+            row.status = DownloadStatus(rawValue: job["status"]) ?? .queued
+            row.path = job["resolvedPath"]
+            row.resultBytes = job["resultBytes"]
+            row.errorKind = (job["errorKind"] as String?).map { name in
+                DownloadError.Kind.all.first { $0.description == name } ?? .io
+            }
+            row.lastError = job["lastError"]
+            row.createdAt = job["createdAt"]
+            if row.status == .completed || row.status == .failed {
+                finishOrder += 1
+                row.finishOrder = finishOrder
+            }
+            if let file = row.path ?? (kind == "file" ? destination : nil), let record = engine[file] {
+                claimed.insert(file)
+                row.path = file
+                copyEngine(record, into: &row)
+            }
+            try row.insert(db)
+        }
+        for (file, record) in engine where !claimed.contains(file) {
+            var row = DownloadRow(id: .random(), queue: nil, request: DownloadRequest(url: record["url"], file: file))
+            row.path = file
+            row.status = DownloadStatus(rawValue: record["status"]) ?? .paused
+            row.lastError = record["lastError"]
+            row.request.checksum = (record["checksum"] as String?).flatMap { try? Checksum(parsing: $0) }
+            row.createdAt = record["createdAt"]
+            copyEngine(record, into: &row)
+            try row.insert(db)
+        }
+    }
+
+    private static func copyEngine(_ record: Row, into row: inout DownloadRow) {
+        row.totalLength = record["totalLength"]
+        row.validators = Validators(etag: record["etag"], lastModified: record["lastModified"])
+        row.acceptsRanges = record["acceptsRanges"]
+        row.ranges = ByteRanges(parsing: record["ranges"] as String? ?? "") ?? ByteRanges()
+    }
+
+    /// The request options as v2 kept them in one JSON column.
+    private struct LegacyOptions: Decodable {
+        struct Header: Decodable {
+            var name: String
+            var value: String
+        }
+
+        var headers: [Header]
+        var checksum: Checksum?
+        var maxTries: Int
+        var retryWaitMilliseconds: Int64
+        var overwrite: Bool
+        var connections: Int
+        var minimumSplitSize: Int64
+        var rateLimit: Int64?
+
+        func apply(to request: inout DownloadRequest) {
+            request.headers = headers.map { DownloadRequest.Header(name: $0.name, value: $0.value) }
+            request.checksum = checksum
+            request.maxTries = maxTries
+            request.retryWait = .milliseconds(retryWaitMilliseconds)
+            request.overwrite = overwrite
+            request.connections = connections
+            request.minimumSplitSize = minimumSplitSize
+            request.rateLimit = rateLimit
+        }
+    }
+}

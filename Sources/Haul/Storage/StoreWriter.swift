@@ -1,0 +1,248 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// A change to one row; changes to the same row merge until they are written.
+struct RowPatch: Sendable {
+    fileprivate(set) var columns: [String: DatabaseValue] = [:]
+
+    subscript(column: String) -> DatabaseValue? { columns[column] }
+
+    mutating func set(_ column: String, _ value: (any DatabaseValueConvertible)?) {
+        columns[column] = value?.databaseValue ?? .null
+    }
+
+    mutating func merge(_ later: RowPatch) {
+        columns.merge(later.columns) { _, new in new }
+    }
+
+    /// Status, with the error (or none) and the finish order that go with it.
+    static func status(_ status: DownloadStatus, error: DownloadError? = nil, finishOrder: Int64? = nil) -> RowPatch {
+        var patch = RowPatch()
+        patch.set("status", status.storedValue)
+        patch.set("errorKind", error?.kind.storedValue)
+        patch.set("lastError", error?.message)
+        patch.set("finishOrder", finishOrder)
+        return patch
+    }
+
+    /// What a finished transfer leaves: the file, its size and time, and every byte recorded.
+    static func finished(path: String, bytes: Int64, fileModified: Double?) -> RowPatch {
+        var patch = RowPatch()
+        patch.set("path", path)
+        patch.set("resultBytes", bytes)
+        patch.set("fileModified", fileModified)
+        patch.set("totalLength", bytes)
+        patch.set("ranges", ByteRanges([0..<bytes]))
+        return patch
+    }
+
+    /// What the engine knows about the file on the server and on disk.
+    static func engine(path: String?, totalLength: Int64?, validators: Validators, acceptsRanges: Bool, ranges: ByteRanges) -> RowPatch {
+        var patch = RowPatch()
+        patch.set("path", path)
+        patch.set("totalLength", totalLength)
+        patch.set("etag", validators.etag)
+        patch.set("lastModified", validators.lastModified)
+        patch.set("acceptsRanges", acceptsRanges)
+        patch.set("ranges", ranges)
+        return patch
+    }
+
+    static func ranges(_ ranges: ByteRanges) -> RowPatch {
+        var patch = RowPatch()
+        patch.set("ranges", ranges)
+        return patch
+    }
+
+    static func order(priority: Int, position: Int64) -> RowPatch {
+        var patch = RowPatch()
+        patch.set("priority", priority)
+        patch.set("position", position)
+        return patch
+    }
+
+    static func request(_ request: DownloadRequest) -> RowPatch {
+        var patch = RowPatch()
+        patch.set("request", String(decoding: (try? DownloadRow.encoder.encode(request)) ?? Data("{}".utf8), as: UTF8.self))
+        patch.set("url", request.url)
+        patch.set("destinationKind", request.destination.storedKind)
+        patch.set("destination", request.destination.path)
+        return patch
+    }
+}
+
+/// The store's one writer: changes from every download arrive here and are written in group
+/// commits. While one transaction is being written, everything that arrives meanwhile waits
+/// and goes into the next one, so a thousand downloads finishing at once cost a few
+/// transactions, not a thousand.
+///
+/// Nothing is lost quietly: a transaction that fails is reported to ``setFailureHandler(_:)``
+/// with the ids whose changes it held, and to everyone waiting in ``flush()``.
+final class StoreWriter: Sendable {
+    private struct Pending {
+        var insert: DownloadRow?
+        var patch = RowPatch()
+        var delete = false
+    }
+
+    private struct State {
+        var pending: [DownloadID: Pending] = [:]
+        /// Waiting for what is pending now to be written.
+        var nextWaiters: [CheckedContinuation<Void, any Error>] = []
+        /// Waiting for the transaction being written.
+        var inflightWaiters: [CheckedContinuation<Void, any Error>] = []
+        var worker: Task<Void, Never>?
+        var failureHandler: (@Sendable (Set<DownloadID>, DownloadError) -> Void)?
+        var transactions = 0
+    }
+
+    private let database: any DatabaseWriter
+    private let path: String
+    private let state = Mutex(State())
+
+    init(database: any DatabaseWriter, path: String) {
+        self.database = database
+        self.path = path
+    }
+
+    /// Who hears about a failed transaction (the manager: it stops those downloads with the error).
+    func setFailureHandler(_ handler: @escaping @Sendable (Set<DownloadID>, DownloadError) -> Void) {
+        state.withLock { $0.failureHandler = handler }
+    }
+
+    /// Transactions written so far (for tests: group commits make this much smaller than the changes).
+    var transactions: Int { state.withLock { $0.transactions } }
+
+    func insert(_ row: DownloadRow) {
+        submit(row.id) { pending in
+            pending.delete = false
+            pending.insert = row
+            pending.patch = RowPatch()
+        }
+    }
+
+    func update(_ id: DownloadID, _ patch: RowPatch) {
+        submit(id) { $0.patch.merge(patch) }
+    }
+
+    func delete(_ id: DownloadID) {
+        submit(id) { pending in
+            pending = Pending()
+            pending.delete = true
+        }
+    }
+
+    private func submit(_ id: DownloadID, _ change: (inout Pending) -> Void) {
+        let start: Bool = state.withLock { state in
+            change(&state.pending[id, default: Pending()])
+            guard state.worker == nil else { return false }
+            state.worker = Task { await self.drain() }
+            return true
+        }
+        _ = start
+    }
+
+    /// Returns once everything submitted before the call is written.
+    ///
+    /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when that transaction failed.
+    func flush() async throws(DownloadError) {
+        do {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let now: Bool = state.withLock { state in
+                    if !state.pending.isEmpty {
+                        state.nextWaiters.append(continuation)
+                    } else if state.worker != nil {
+                        state.inflightWaiters.append(continuation)
+                    } else {
+                        return true
+                    }
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// Writes batches until nothing is pending.
+    private func drain() async {
+        while true {
+            let (batch, stragglers): ([DownloadID: Pending]?, [CheckedContinuation<Void, any Error>]) = state.withLock { state in
+                guard !state.pending.isEmpty else {
+                    // Nothing left. Whoever asked to wait since the last transaction was written
+                    // asked after everything pending then: it is all written.
+                    state.worker = nil
+                    defer { state.inflightWaiters = [] }
+                    return (nil, state.inflightWaiters)
+                }
+                let batch = state.pending
+                state.pending = [:]
+                state.inflightWaiters = state.nextWaiters
+                state.nextWaiters = []
+                return (batch, [])
+            }
+            for waiter in stragglers { waiter.resume() }
+            guard let batch else { return }
+            let outcome: Result<Void, DownloadError>
+            do {
+                try await database.write { db in try Self.write(batch, in: db) }
+                outcome = .success(())
+            } catch {
+                outcome = .failure(failure(error))
+            }
+            let (waiters, handler) = state.withLock { state in
+                state.transactions += 1
+                defer { state.inflightWaiters = [] }
+                return (state.inflightWaiters, state.failureHandler)
+            }
+            switch outcome {
+            case .success:
+                for waiter in waiters { waiter.resume() }
+            case .failure(let error):
+                for waiter in waiters { waiter.resume(throwing: error) }
+                handler?(Set(batch.keys), error)
+            }
+        }
+    }
+
+    private static func write(_ batch: [DownloadID: Pending], in db: Database) throws {
+        let now = Date()
+        for (id, pending) in batch {
+            if pending.delete {
+                try db.execute(sql: "DELETE FROM download WHERE id = ?", arguments: [id.storedValue])
+                continue
+            }
+            if var row = pending.insert {
+                row.updatedAt = now
+                try row.save(db)
+            }
+            guard !pending.patch.columns.isEmpty else { continue }
+            let columns = pending.patch.columns.keys.sorted()
+            let sql = "UPDATE download SET " + columns.map { "\($0) = ?" }.joined(separator: ", ") + ", updatedAt = ? WHERE id = ?"
+            let values = columns.map { pending.patch.columns[$0]! } + [now.databaseValue, id.storedValue.databaseValue]
+            try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(values))
+        }
+    }
+
+    private func failure(_ error: any Error) -> DownloadError {
+        .io("cannot save the download records in \(path): \(Self.reason(error)); free some space or fix the folder, then run again")
+    }
+
+    /// SQLite's words for why, without the statement.
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL: return "the disk is full"
+            case .SQLITE_READONLY: return "it is read-only"
+            case .SQLITE_CANTOPEN: return "it cannot be opened"
+            case .SQLITE_IOERR: return "input/output error (\(error.message ?? "disk error"))"
+            default: return error.message ?? "\(error.resultCode)"
+            }
+        }
+        return "\(error)"
+    }
+}
