@@ -48,6 +48,9 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // Compiles Sources/HaulDaemon/WebAssets into the daemon: the binary needs no resource bundle.
+        .executableTarget(name: "WebAssetEmbedder"),
+        .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["WebAssetEmbedder"]),
         .executableTarget(
             name: "HaulCLI",
             dependencies: [
