@@ -163,6 +163,7 @@
       if (detailGid && detailGid === detail.gid && results[calls.length - 1].value) detail.update(results[calls.length - 1].value);
       if (plan.pending) showSearching();
       else render(plan.rows(results.slice(1, 1 + plan.calls.length)), plan.total());
+      if (plan.stale && plan.stale()) again = true;
       refreshes++;
       document.body.dataset.refreshes = String(refreshes);
       maybeRebuildIndex();
@@ -211,7 +212,7 @@
         total: () => total,
       };
     }
-    const calls = [], parts = [];
+    const calls = [], parts = [], planned = counts;
     let offset = from, want = PAGE_SIZE;
     for (const list of TAB_LISTS[view.tab]) {
       const n = counts[list];
@@ -230,6 +231,8 @@
       calls,
       rows: (answers) => answers.flatMap((a, i) => (Array.isArray(a.value) ? a.value.slice(parts[i][0], parts[i][0] + parts[i][1]) : [])),
       total: tabTotal,
+      // Planned with the last counts: if the lists changed since, this page may be off by a few.
+      stale: () => ["active", "waiting", "stopped"].some((list) => planned[list] !== counts[list]),
     };
   }
 

@@ -88,12 +88,14 @@ function createDetail(app) {
         ctx.fillRect(x0, 0, Math.max(1, x1 - x0), height);
       }
       setText($("detailPiecesText"), Fmt.count(have) + " of " + Fmt.count(n) + " pieces" + each);
+    } else if (!total) {
+      setText($("detailPiecesText"), "Not known until the server says how big the file is.");
     } else {
-      const fraction = d.status === "complete" ? 1 : total ? Math.min(1, done / total) : 0;
+      const fraction = d.status === "complete" ? 1 : Math.min(1, done / total);
       ctx.fillRect(0, 0, Math.round(width * fraction), height);
       const piecesDone = d.status === "complete" ? n : pieceLength ? Math.floor(done / pieceLength) : 0;
-      setText($("detailPiecesText"), Fmt.count(piecesDone) + " of " + Fmt.count(n) + " pieces' worth" + each +
-        " (this daemon reports bytes done, not which pieces)");
+      setText($("detailPiecesText"), Fmt.count(piecesDone) + " of " + Fmt.count(n) + " pieces" + each +
+        ", counted from the bytes done (this daemon does not say which pieces it has)");
     }
   }
 
