@@ -46,8 +46,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ],
+            plugins: [.plugin(name: "EmbedWebAssets")]
         ),
+        // Compiles Sources/HaulDaemon/WebAssets into the daemon: the binary needs no resource bundle.
+        .executableTarget(name: "WebAssetEmbedder"),
+        .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["WebAssetEmbedder"]),
         .executableTarget(
             name: "HaulCLI",
             dependencies: [

@@ -12,10 +12,7 @@ enum DaemonRoutes {
     static func router(rpc: Aria2RPC, gate: RequestGate) -> Router<BasicWebSocketRequestContext> {
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.add(middleware: gate)
-        router.get("/") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                     body: .init(byteBuffer: ByteBuffer(string: WebPage.html)))
-        }
+        WebAssets.addRoutes(to: router)
         router.post("/jsonrpc") { request, _ in
             let body: ByteBuffer
             do { body = try await request.body.collect(upTo: maxRequestSize) } catch is NIOTooManyBytesError {

@@ -20,9 +20,7 @@ import Testing
         (try? Self.runPython(["-c", "import aria2p"]).status) == 0
     }
 
-    static var chromium: String? {
-        ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static var chromium: String? { Browser.executable }
 
     static func runPython(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
@@ -77,10 +75,7 @@ import Testing
             defer { browser.stop() }
             let seen = try await browser.withPage { page in
                 _ = try await page.send("Page.navigate", ["url": .string(daemon.endpoint.pageURL)])
-                let connected = try await page.poll(timeout: .seconds(20)) {
-                    try await page.evaluate("document.body.dataset.connected") == "true" ? true : nil
-                }
-                #expect(connected)
+                try await page.waitFor("document.body.dataset.connected", toBe: "true")
                 let gid = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/movie.mkv"))]]).string)
                 var percents: [Int] = []
                 _ = try await page.poll(timeout: .seconds(30)) { () async throws -> Bool? in
@@ -106,103 +101,5 @@ import Testing
             #expect(try await daemon.stop() == 0)
             }
         }
-    }
-}
-
-/// Headless Chromium with its DevTools protocol on a free port.
-final class Browser: Sendable {
-    let process: Process
-    let profile: String
-
-    /// - Parameter arguments: more command-line switches, e.g. `--host-resolver-rules=MAP evil.test 127.0.0.1`.
-    init(_ executable: String, profile: String, arguments: [String] = []) throws {
-        self.profile = profile
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--remote-allow-origins=*",
-                             "--user-data-dir=\(profile)", "--window-size=1280,900"] + arguments + ["about:blank"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-    }
-
-    func stop() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    /// Connects to the first page target and runs `body` with it.
-    func withPage<T: Sendable>(_ body: @escaping @Sendable (Page) async throws -> T) async throws -> T {
-        let portFile = (profile as NSString).appendingPathComponent("DevToolsActivePort")
-        guard try await waitUntil(timeout: .seconds(30), { FileManager.default.fileExists(atPath: portFile) }),
-              let port = try String(contentsOfFile: portFile, encoding: .utf8).split(separator: "\n").first
-        else { throw Page.Failure(description: "chromium did not open its DevTools port") }
-        let list = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/json/list"), timeout: .seconds(10))
-        let targets = try JSONValue.parse(try await list.body.collect(upTo: 1 << 20).readableBytesView)
-        guard let socket = targets.array?.first(where: { $0["type"] == "page" })?["webSocketDebuggerUrl"]?.string else {
-            throw Page.Failure(description: "chromium has no page target: \(targets)")
-        }
-        let result = Mutex<Result<T, any Error>?>(nil)
-        var configuration = WebSocketClientConfiguration()
-        configuration.maxFrameSize = 16 << 20
-        try await WebSocketClient.connect(url: socket, configuration: configuration, logger: Logger(label: "cdp")) { inbound, outbound, _ in
-            let page = Page(inbound: inbound.messages(maxSize: 32 << 20).makeAsyncIterator(), outbound: outbound)
-            let outcome: Result<T, any Error>
-            do { outcome = .success(try await body(page)) } catch { outcome = .failure(error) }
-            result.withLock { $0 = outcome }
-            try await outbound.close(.normalClosure, reason: nil)
-        }
-        guard let outcome = result.withLock({ $0 }) else { throw Page.Failure(description: "the DevTools connection closed") }
-        return try outcome.get()
-    }
-}
-
-/// One page over the DevTools protocol: a command, then its answer (events in between are skipped).
-final class Page: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    private var inbound: WebSocketInboundMessageStream.AsyncIterator
-    private let outbound: WebSocketOutboundWriter
-    private var nextID: Int64 = 0
-
-    init(inbound: WebSocketInboundMessageStream.AsyncIterator, outbound: WebSocketOutboundWriter) {
-        self.inbound = inbound
-        self.outbound = outbound
-    }
-
-    func send(_ method: String, _ params: [String: JSONValue] = [:]) async throws -> JSONValue {
-        nextID += 1
-        let id = nextID
-        try await outbound.write(.text(JSONValue.object(["id": .int(id), "method": .string(method), "params": .object(params)]).description))
-        while let message = try await inbound.next() {
-            guard case .text(let text) = message, let answer = try? JSONValue.parse(Data(text.utf8)), answer["id"] == .int(id) else { continue }
-            if let error = answer["error"] { throw Failure(description: "\(method): \(error)") }
-            return answer["result"] ?? .null
-        }
-        throw Failure(description: "the DevTools connection closed during \(method)")
-    }
-
-    /// The value of a JavaScript expression.
-    func evaluate(_ expression: String) async throws -> JSONValue {
-        try await send("Runtime.evaluate", ["expression": .string(expression), "returnByValue": true])["result"]?["value"] ?? .null
-    }
-
-    func screenshot(to path: String) async throws {
-        let data = try await send("Page.captureScreenshot", ["format": "png"])["data"]?.string ?? ""
-        try Data(base64Encoded: data)?.write(to: URL(fileURLWithPath: path))
-    }
-
-    /// Calls `probe` every 100 ms until it returns a value, at most `timeout`.
-    func poll<T>(timeout: Duration, _ probe: () async throws -> T?) async throws -> T {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let value = try await probe() { return value }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        if let value = try await probe() { return value }
-        throw Failure(description: "timed out after \(timeout)")
     }
 }

@@ -1,0 +1,124 @@
+import Foundation
+
+/// `WebAssetEmbedder OUTPUT.swift FILE...`: writes a Swift file that holds every FILE as a
+/// base64 string literal (which the compiler reads as fast as any string, where an array
+/// literal of bytes would take it minutes), with its content type, its SHA-256 and the URL path
+/// it is served at. Run by the `EmbedWebAssets` build plugin.
+///
+/// `index.html` is served at `/`; every other file at `/assets/NAME.HASH.EXT`, so its URL
+/// changes whenever its content does and a browser may keep it for good. The HTML files'
+/// quoted references to the others (`"app.css"`) are rewritten to those URLs, and an HTML
+/// file with an inline script, style or event handler is refused: the daemon's
+/// Content-Security-Policy would block it in the browser.
+@main
+struct WebAssetEmbedder {
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        guard let output = arguments.first else { fail("usage: WebAssetEmbedder OUTPUT.swift FILE...") }
+        do {
+            let assets = try embed(arguments.dropFirst().map { URL(fileURLWithPath: $0) })
+            let source = Data(swiftSource(assets).utf8)
+            // Unchanged output keeps its date, so nothing that depends on it is compiled again.
+            if (try? Data(contentsOf: URL(fileURLWithPath: output))) != source {
+                try source.write(to: URL(fileURLWithPath: output), options: .atomic)
+            }
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    struct Asset {
+        var name: String
+        var bytes: [UInt8]
+        var contentType: String
+        var hash = ""
+        var urlPath = ""
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static let contentTypes = [
+        "html": "text/html; charset=utf-8", "css": "text/css; charset=utf-8", "js": "text/javascript; charset=utf-8",
+        "svg": "image/svg+xml", "png": "image/png", "ico": "image/x-icon", "json": "application/json",
+        "txt": "text/plain; charset=utf-8", "woff2": "font/woff2",
+    ]
+
+    static func embed(_ files: [URL]) throws -> [Asset] {
+        var assets = try files.map { file in
+            guard let type = contentTypes[file.pathExtension.lowercased()] else {
+                throw Failure(description: "\(file.path): no content type known for .\(file.pathExtension); add one to WebAssetEmbedder.contentTypes")
+            }
+            return Asset(name: file.lastPathComponent, bytes: Array(try Data(contentsOf: file)), contentType: type)
+        }
+        // The other files first: the pages name them by their hashed URLs, which then go into the pages' own hashes.
+        for index in assets.indices where !isPage(assets[index]) {
+            assets[index].hash = SHA256.hex(assets[index].bytes)
+            let name = assets[index].name as NSString
+            assets[index].urlPath = "/assets/\(name.deletingPathExtension).\(assets[index].hash.prefix(16)).\(name.pathExtension)"
+        }
+        let references = assets.filter { !isPage($0) }
+        for index in assets.indices where isPage(assets[index]) {
+            var html = String(decoding: assets[index].bytes, as: UTF8.self)
+            try checkContentSecurity(html, name: assets[index].name)
+            for other in references {
+                html = html.replacingOccurrences(of: "\"\(other.name)\"", with: "\"\(other.urlPath)\"")
+            }
+            assets[index].bytes = Array(html.utf8)
+            assets[index].hash = SHA256.hex(assets[index].bytes)
+            assets[index].urlPath = assets[index].name == "index.html" ? "/" : "/\(assets[index].name)"
+        }
+        return assets
+    }
+
+    static func isPage(_ asset: Asset) -> Bool { asset.name.hasSuffix(".html") }
+
+    /// What `script-src 'self'; style-src 'self'` blocks, found at build time rather than in a browser.
+    static func checkContentSecurity(_ html: String, name: String) throws {
+        let forbidden = [
+            (#"<script(?![^>]*\ssrc=)[^>]*>"#, "an inline <script>"),
+            (#"<style[\s>]"#, "an inline <style>"),
+            (#"<[^>]*\sstyle\s*="#, "a style= attribute"),
+            (#"<[^>]*\son[a-z]+\s*="#, "an on…= event handler attribute"),
+        ]
+        for (pattern, what) in forbidden {
+            let regex = try NSRegularExpression(pattern: pattern, options: [.caseInsensitive])
+            if let match = regex.firstMatch(in: html, range: NSRange(html.startIndex..., in: html)) {
+                let line = html[..<(Range(match.range, in: html)?.lowerBound ?? html.startIndex)].filter { $0 == "\n" }.count + 1
+                throw Failure(description: "\(name):\(line): \(what), which the daemon's Content-Security-Policy blocks; move it to app.js or app.css")
+            }
+        }
+    }
+
+    static func swiftSource(_ assets: [Asset]) -> String {
+        var source = """
+            // Generated by WebAssetEmbedder (the EmbedWebAssets build plugin) from the WebAssets
+            // folder; edit those files, not this one.
+
+            extension WebAssets {
+                static let embedded: [Asset] = [
+
+            """
+        for asset in assets {
+            source += """
+                        Asset(
+                            name: \(literal(asset.name)), urlPath: \(literal(asset.urlPath)),
+                            contentType: \(literal(asset.contentType)),
+                            hash: \(literal(asset.hash)),
+                            base64: "\(Data(asset.bytes).base64EncodedString())"),
+
+                """
+        }
+        return source + "    ]\n}\n"
+    }
+
+    static func literal(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+        exit(1)
+    }
+}
