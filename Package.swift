@@ -83,9 +83,12 @@ let package = Package(
                 "HaulDaemon",
                 "HaulTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            ],
+            // Read by path (#filePath), like Tests/Interop.
+            exclude: ["Fixtures"]
         ),
     ]
 )

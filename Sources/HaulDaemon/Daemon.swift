@@ -39,7 +39,9 @@ public enum Daemon {
                                                                      onError: configuration.onDownloadError), logger: logger)
         do { try await manager.restore() } catch {
             await manager.shutdown()
-            try? await downloader.shutdown()
+            do { try await downloader.shutdown() } catch {
+                logger.error("\(error)")
+            }
             throw Failure(description: error.description)
         }
 

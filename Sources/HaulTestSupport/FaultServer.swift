@@ -96,6 +96,11 @@ public final class FaultServer: Sendable {
         routes.withLock { $0.update(path, change) }
     }
 
+    /// The ETag and Last-Modified the route of `path` sends now.
+    public func validators(_ path: String) -> (etag: String?, lastModified: String?) {
+        routes.withLock { $0.validators(path) }
+    }
+
     /// What the server saw and sent for a path.
     public func stats(_ path: String) -> RouteStats {
         routes.withLock { $0.stats(path) }

@@ -45,6 +45,12 @@ struct RouteTable {
         entries[path] = entry
     }
 
+    /// The ETag and Last-Modified the route of `path` sends now.
+    func validators(_ path: String) -> (etag: String?, lastModified: String?) {
+        guard let validators = entries[path]?.validators else { return (nil, nil) }
+        return (validators.etag, validators.lastModified)
+    }
+
     /// Statistics for `path`.
     func stats(_ path: String) -> RouteStats {
         stats[path] ?? RouteStats()

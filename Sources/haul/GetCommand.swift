@@ -144,8 +144,11 @@ struct GetCommand: AsyncParsableCommand {
             // The manager is shutting down: wait until every download has saved its state.
             await manager.shutdown()
             Terminal.clearDisplay()
+            do { try await downloader.shutdown() } catch {
+                Terminal.error("interrupted, and the progress could not be saved: \(error)")
+                throw ExitCode(ExitStatus.code(for: [.io("\(error)")]))
+            }
             Terminal.error("interrupted: progress saved; run the same command again to continue")
-            try? await downloader.shutdown()
             throw ExitCode(status)
         }
         let finished = await display.finish()
@@ -153,7 +156,8 @@ struct GetCommand: AsyncParsableCommand {
         if let failure = await manager.failure {
             // The store failed: one line says so, not one a download.
             Terminal.error(failure.description)
-            try? await downloader.shutdown()
+            // It cannot write what is left either; the failure is already said.
+            do { try await downloader.shutdown() } catch {}
             throw ExitCode(ExitStatus.code(for: [failure]))
         }
         do { try await downloader.shutdown() } catch {

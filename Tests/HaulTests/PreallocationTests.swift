@@ -90,25 +90,3 @@ private func allocation(of path: String) -> (size: Int, allocated: Int)? {
     guard stat(path, &info) == 0 else { return nil }
     return (Int(info.st_size), Int(info.st_blocks) * 512)
 }
-
-/// A 2 MiB tmpfs mounted for one test (tmpfs supports fallocate, so it reports ENOSPC).
-private struct TinyDisk {
-    let path: String
-
-    init?(at path: String) {
-        self.path = path
-        guard (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil,
-              mount("tmpfs", path, "tmpfs", 0, "size=2m") == 0 else { return nil }
-    }
-
-    func unmount() { _ = umount2(path, Int32(MNT_DETACH)) }
-
-    static var canMount: Bool {
-        guard getuid() == 0 else { return false }
-        let probe = NSTemporaryDirectory() + "/haul-mount-probe-\(getpid())"
-        defer { rmdir(probe) }
-        guard let disk = TinyDisk(at: probe) else { return false }
-        disk.unmount()
-        return true
-    }
-}

@@ -102,7 +102,11 @@ public final class Downloader: Sendable {
             try await downloader.shutdown()
             return result
         } catch {
-            try? await downloader.shutdown()
+            // The body's error says what went wrong first; a store that also cannot write
+            // what is left fails the same way on the next use, where it is reported.
+            do { try await downloader.shutdown() } catch {
+                downloader.configuration.logger.debug("shutting down after a failure: \(error)")
+            }
             throw error
         }
     }

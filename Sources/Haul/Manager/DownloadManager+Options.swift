@@ -46,7 +46,9 @@ extension DownloadManager {
         indexState(changed)
         byRequest[RequestKey(destination: request.destination, url: request.url)] = id
         if case .file(let path) = request.destination { byFile[path] = id }
-        store.writer.update(id, .request(request))
+        do { store.writer.update(id, try .request(request)) } catch {
+            throw .invalidRequest("cannot store the request of download \(id): \(error)")
+        }
         schedule()
     }
 }

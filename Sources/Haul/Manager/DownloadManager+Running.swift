@@ -228,9 +228,14 @@ extension DownloadManager {
         }
         let runner = downloader.runner(request, id: id, revalidate: revalidate,
                                        lease: HostLease(connections: hosts, host: entry.host), events: runEvents)
+        let standIn = attemptRunner
         let task = Task { [weak self] in
             let outcome: Result<DownloadResult, DownloadError>
-            do throws(DownloadError) { outcome = .success(try await runner.run()) } catch { outcome = .failure(error) }
+            if let standIn {
+                outcome = await standIn(request, id, runEvents)
+            } else {
+                do throws(DownloadError) { outcome = .success(try await runner.run()) } catch { outcome = .failure(error) }
+            }
             await self?.attemptEnded(id, attempt: attempt, outcome)
         }
         live[id, default: Live()].task = task

@@ -112,6 +112,15 @@ public actor DownloadManager {
     /// The store failed: every download stopped with this error.
     var storeFailure: DownloadError?
 
+    /// Runs one attempt instead of the engine: tests of the queue's own cost use one that
+    /// finishes at once, without the network.
+    typealias AttemptRunner = @Sendable (DownloadRequest, ID, DownloadRunner.RunEvents) async -> Result<DownloadResult, DownloadError>
+    var attemptRunner: AttemptRunner?
+
+    func setAttemptRunner(_ runner: @escaping AttemptRunner) {
+        attemptRunner = runner
+    }
+
     /// How far apart new downloads' positions are, so a move can land between two of them.
     static let positionStep: Int64 = 1 << 20
 

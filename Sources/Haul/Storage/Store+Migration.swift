@@ -47,7 +47,8 @@ extension Store {
             try db.create(index: "job_destination", on: "job", columns: ["queue", "destinationPath"])
         }
         migrator.registerMigration("v3") { db in
-            try db.create(table: "download3") { t in
+            try db.rename(table: "download", to: "download_v2")
+            try db.create(table: "download") { t in
                 t.primaryKey("id", .integer)
                 t.column("queue", .text)
                 t.column("url", .text).notNull()
@@ -74,8 +75,7 @@ extension Store {
             }
             try migrateToOneRow(db)
             try db.drop(table: "job")
-            try db.drop(table: "download")
-            try db.rename(table: "download3", to: "download")
+            try db.drop(table: "download_v2")
             // What the queue, dedupe, tellWaiting/tellStopped and the engine look up.
             try db.create(index: "download_queue_destination", on: "download", columns: ["queue", "destination"])
             try db.create(index: "download_queue_order", on: "download", columns: ["queue", "status", "priority", "position"])
@@ -89,7 +89,7 @@ extension Store {
     /// no job refers to (a library download) becomes a row of no queue.
     private static func migrateToOneRow(_ db: Database) throws {
         var engine: [String: Row] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT * FROM download") {
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM download_v2") {
             engine[row["destination"]] = row
         }
         var claimed = Set<String>()

@@ -62,9 +62,9 @@ struct RowPatch: Sendable {
         return patch
     }
 
-    static func request(_ request: DownloadRequest) -> RowPatch {
+    static func request(_ request: DownloadRequest) throws -> RowPatch {
         var patch = RowPatch()
-        patch.set("request", String(decoding: (try? DownloadRow.encoder.encode(request)) ?? Data("{}".utf8), as: UTF8.self))
+        patch.set("request", String(decoding: try DownloadRow.encoder.encode(request), as: UTF8.self))
         patch.set("url", request.url)
         patch.set("destinationKind", request.destination.storedKind)
         patch.set("destination", request.destination.path)

@@ -9,6 +9,9 @@ struct Harness {
 
     init() throws { directory = try TestDirectory() }
 
+    /// A harness on a folder made elsewhere.
+    init(directory: TestDirectory) { self.directory = directory }
+
     var stateDirectory: String { directory.file("state") }
 
     func downloader() throws -> Downloader {

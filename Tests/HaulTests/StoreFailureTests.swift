@@ -1,0 +1,38 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+/// The store cannot be written (its disk is full): nothing fails quietly. The downloads stop
+/// with one clear error, the command exits non-zero, every file at its final name is complete,
+/// and nothing already on disk is lost.
+@Suite(.serialized) struct StoreFailureTests {
+    @Test(.enabled("needs root and a mountable tmpfs") { TinyDisk.canMount })
+    func aFullDiskUnderTheStateFolderStopsWithOneClearError() async throws {
+        try await FaultServer.withServer { server in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let disk = try #require(TinyDisk(at: dir.file("state"), size: "192k"))
+            defer { disk.unmount() }
+            var list = ""
+            for index in 0..<3000 {
+                server.serve("/f\(index).bin", Route(content: testBytes(1000, seed: UInt64(index))))
+                list += server.url("/f\(index).bin") + "\n"
+            }
+            try dir.write("list.txt", Array(list.utf8))
+            let (status, stdout, stderr) = try await HaulProcess.capture(
+                ["get", "-q", "-j", "8", "-i", "list.txt", "-d", "out", "--state-dir", dir.file("state")], in: dir.path)
+            _ = stdout
+            #expect(status == 3, "a local write failed: \(stderr)")
+            let lines = stderr.split(separator: "\n")
+            #expect(lines.count == 1, "one line, not one a download: \(stderr.prefix(500))")
+            #expect(stderr.contains("cannot save the download records in \(dir.file("state"))/state.sqlite"))
+            #expect(stderr.contains("disk is full") && stderr.contains("free some space"))
+            let files = try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))
+            for file in files where !file.hasSuffix(".part") {
+                let index = Int(file.dropFirst().prefix { $0.isNumber })!
+                #expect(dir.contents("out/" + file) == testBytes(1000, seed: UInt64(index)), "\(file) is complete")
+            }
+            #expect(files.count < 3000, "it stopped")
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// A state folder written by Haul 0.1 (schema v2: a job row and a download row per download,
+/// made by `Fixtures/make-state-v2.sh` with that version) opens, migrates, and its downloads
+/// continue: the half-done one from its recorded bytes, the queued and paused ones too, the
+/// completed one stays completed.
+@Suite(.serialized) struct StoreMigrationTests {
+    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/state-v2.sqlite").path
+    static let sizes = ["a.bin": 2 << 20, "b.bin": 300_000, "c.bin": 100_000, "d.bin": 200_000, "e.bin": 2 << 20]
+
+    /// The fixture's content: byte i is (i * 31 + 7) mod 256.
+    static func content(_ size: Int) -> [UInt8] {
+        (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+    }
+
+    @Test func aVersion2StateFolderContinuesWhereItStopped() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let server = try await FaultServer.start()
+        for (name, size) in Self.sizes { server.serve("/" + name, Route(content: Self.content(size))) }
+        // The folder as the old version left it, moved here: paths and the server's port rewritten.
+        try FileManager.default.createDirectory(atPath: dir.file("state"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.fixture, toPath: dir.file("state/state.sqlite"))
+        let queue = try DatabaseQueue(path: dir.file("state/state.sqlite"))
+        try await queue.write { db in
+            for (table, columns) in [("job", ["url", "destinationPath", "resolvedPath"]), ("download", ["url", "destination"])] {
+                for column in columns {
+                    try db.execute(sql: "UPDATE \(table) SET \(column) = replace(replace(\(column), '/tmp/haul-v2-fixture', ?), 'http://127.0.0.1:18777', ?)",
+                                   arguments: [dir.path, "http://127.0.0.1:\(server.port)"])
+                }
+            }
+            // The same files as the old server's: its validators are this server's now.
+            for name in Self.sizes.keys {
+                let (etag, lastModified) = server.validators("/" + name)
+                try db.execute(sql: "UPDATE download SET etag = ?, lastModified = ? WHERE destination LIKE ?",
+                               arguments: [etag, lastModified, "%/" + name])
+            }
+        }
+        try queue.close()
+        try dir.write("out/c.bin", Self.content(100_000), creatingFolders: true)
+        try dir.write("out/a.bin.part", Array(Self.content(2 << 20).prefix(1_380_000)))
+        try dir.write("out/e.bin.part", Array(Self.content(2 << 20).prefix(740_000)))
+
+        let harness = Harness(directory: dir)
+        let downloader = try harness.downloader()
+        // haul get run again with its list: a continues, b starts, c is checked (no body).
+        let get = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "haul-get"))
+        let requests = ["a.bin", "b.bin"].map { DownloadRequest(url: server.url("/" + $0), file: dir.file("out/" + $0)) }
+            + [DownloadRequest(url: server.url("/c.bin"), file: dir.file("out/c.bin"))]
+        let added = try await get.add(contentsOf: requests.map { var request = $0; request.connections = 1; return request },
+                                      replacing: true, requeueExisting: true)
+        #expect(added.allSatisfy { (try? $0.get()) != nil })
+        #expect(try added[0].get() == DownloadID("0bdbe6a04d994c28"), "the half-done download keeps its id")
+        await get.waitUntilIdle()
+        for name in ["a.bin", "b.bin", "c.bin"] {
+            #expect(dir.contents("out/" + name) == Self.content(Self.sizes[name]!), "\(name)")
+        }
+        #expect(server.stats("/a.bin").requests.first { $0.method == "GET" }?.header("Range") == "bytes=1220000-",
+                "a.bin continues from its recorded bytes")
+        #expect(server.stats("/c.bin").bodyBytesSent == 0, "c.bin was complete: no body again")
+        await get.shutdown()
+
+        // The daemon's queue: both paused downloads are there, e.bin with its progress.
+        let daemon = DownloadManager(downloader: downloader, configuration: .init(queue: "daemon"))
+        try await daemon.restore()
+        let waiting = await daemon.waiting(from: 0, limit: 10)
+        #expect(waiting.map(\.status) == [.paused, .paused])
+        #expect(waiting.first { $0.url.hasSuffix("e.bin") }?.progress?.bytesDone == 740_000)
+        await daemon.resumeAll()
+        await daemon.waitUntilIdle()
+        for name in ["d.bin", "e.bin"] {
+            #expect(dir.contents("out/" + name) == Self.content(Self.sizes[name]!), "\(name)")
+        }
+        #expect(server.stats("/e.bin").bodyBytesSent == (2 << 20) - 740_000, "e.bin fetched only what was missing")
+        await daemon.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
+    }
+}
