@@ -57,8 +57,11 @@ let package = Package(
             dependencies: [
                 "Haul",
                 "HaulDaemon",
+                "CHaulSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Sources/haul"
         ),

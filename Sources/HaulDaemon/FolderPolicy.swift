@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 /// Where the daemon may write what a client asks for.
 ///
@@ -42,17 +43,8 @@ struct FolderPolicy: Sendable {
         }
     }
 
-    /// `path` with `.`, `..` and repeated slashes taken out, without looking at the disk.
     static func normalized(_ path: String) -> String {
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            switch part {
-            case ".": continue
-            case "..": _ = parts.popLast()
-            default: parts.append(part)
-            }
-        }
-        return "/" + parts.joined(separator: "/")
+        FilePaths.normalized(path)
     }
 
     /// Whether `path` is `folder` or inside it once symbolic links are followed (as far as the

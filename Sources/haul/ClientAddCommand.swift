@@ -85,6 +85,6 @@ struct AddCommand: AsyncParsableCommand {
 
     static func absolute(_ path: String, in folder: String) -> String {
         let joined = path.hasPrefix("/") ? path : (folder as NSString).appendingPathComponent(path)
-        return (joined as NSString).standardizingPath
+        return FilePaths.normalized(joined)
     }
 }

@@ -103,11 +103,11 @@ import Testing
 
     @Test func lsAndRemoveAllPageThroughEveryDownload() async throws {
         try await withDaemon { t in
-            // More than two pages (1000 a page) of paused downloads, added 500 to a multicall.
-            let count = 2500
+            // 25 pages (1000 a page) of paused downloads, added 1000 to a multicall.
+            let count = 25_000
             var gids = Set<String>()
-            for batch in stride(from: 0, to: count, by: 500) {
-                let calls: [JSONValue] = (batch..<batch + 500).map { index in
+            for batch in stride(from: 0, to: count, by: 1000) {
+                let calls: [JSONValue] = (batch..<batch + 1000).map { index in
                     ["methodName": "aria2.addUri", "params": [[.string(t.server.url("/p\(index).bin"))], ["pause": "true"]]]
                 }
                 let results = try await t.daemon.call("system.multicall", [.array(calls)]).array ?? []

@@ -6,7 +6,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <linux/falloc.h>
 #else
@@ -26,6 +29,19 @@ static inline int haul_fallocate_keep_size(int fd, long long offset, long long l
 #endif
 }
 
+/// Renames `from` to `to` unless something is at `to` already (then fails with EEXIST): the
+/// check and the rename in one step, so no file that appears meanwhile is replaced. Where the
+/// kernel or filesystem cannot (EINVAL, ENOSYS), -1 with that errno: the caller checks and renames.
+static inline int haul_rename_noreplace(const char *from, const char *to) {
+#if defined(__linux__) && defined(RENAME_NOREPLACE)
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+#else
+    (void)from; (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 /// Flushes every dirty page of the filesystem holding `fd` (Linux's syncfs), so a batch of
 /// finished files costs one flush. Elsewhere, fsync of `fd` alone.
 static inline int haul_syncfs(int fd) {
@@ -33,6 +49,17 @@ static inline int haul_syncfs(int fd) {
     return syncfs(fd);
 #else
     return fsync(fd);
+#endif
+}
+
+/// Two malloc arenas instead of one a thread, and allocations from `mmapThreshold` bytes on
+/// straight from and back to the system (glibc); nothing elsewhere.
+static inline void haul_tune_malloc(int mmapThreshold) {
+#if defined(__linux__) && defined(M_ARENA_MAX)
+    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_MMAP_THRESHOLD, mmapThreshold);
+#else
+    (void)mmapThreshold;
 #endif
 }
 

@@ -1,7 +1,8 @@
 import Foundation
+import Synchronization
 
-/// Picks the final path of a download (DESIGN rule 4): the name the server suggests or
-/// the URL's, inside the folder asked for; never a file Haul must not touch.
+/// Picks the final path of a download (rule 4 of "Resume semantics"): the name the server
+/// suggests or the URL's, inside the folder asked for; never a file Haul must not touch.
 struct DestinationResolver: Sendable {
     enum Outcome: Equatable {
         /// Download to this path.
@@ -15,27 +16,39 @@ struct DestinationResolver: Sendable {
     static let maxSuffix = 999
 
     /// The absolute path for `destination`, given what the probe learned.
-    func path(for destination: DownloadRequest.Destination, suggestedName: String?, url: String) throws(DownloadError) -> String {
+    ///
+    /// - Parameter urlName: the name from `url`'s path, when the caller worked it out already.
+    func path(for destination: DownloadRequest.Destination, suggestedName: String?, url: String,
+              urlName: String?? = nil) throws(DownloadError) -> String {
         switch destination {
         case .file(let path):
             return Self.absolute(path)
         case .directory(let directory):
-            let name = suggestedName.flatMap(FileNameSanitizer.sanitize)
-                ?? URLComponents(string: url).flatMap { FileNameSanitizer.name(fromURLPath: $0.percentEncodedPath) }
-                ?? "index.html"
+            let name = suggestedName.flatMap(FileNameSanitizer.sanitize) ?? (urlName ?? Self.name(of: url)) ?? "index.html"
             return (Self.absolute(directory) as NSString).appendingPathComponent(name)
         }
+    }
+
+    /// The file name a URL's path gives, if any.
+    static func name(of url: String) -> String? {
+        URLComponents(string: url).flatMap { FileNameSanitizer.name(fromURLPath: $0.percentEncodedPath) }
+    }
+
+    /// Whether anything (a file, a folder, a link) is at `path`: one `lstat`.
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
     }
 
     /// Applies rule 4 to `path`: an existing complete file is reported or stepped around.
     func resolve(_ path: String, remoteLength: Int64?) throws(DownloadError) -> Outcome {
         try Self.ensureFolder(of: path)
-        guard let size = Self.regularFileSize(path) else {
-            if FileManager.default.fileExists(atPath: path) {
-                throw .io("cannot write to \(path): it exists and is not a regular file")
-            }
-            return .download(path)
+        var info = stat()
+        guard stat(path, &info) == 0 else { return .download(path) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .io("cannot write to \(path): it exists and is not a regular file")
         }
+        let size = Int64(info.st_size)
         if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
         if overwrite { return .download(path) }
         // Never modify a file Haul did not write: step aside to name.1.ext, name.2.ext, …
@@ -61,9 +74,7 @@ struct DestinationResolver: Sendable {
     }
 
     static func absolute(_ path: String) -> String {
-        let expanded = (path as NSString).expandingTildeInPath
-        if expanded.hasPrefix("/") { return (expanded as NSString).standardizingPath }
-        return ((FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(expanded) as NSString).standardizingPath
+        FilePaths.absolute(path)
     }
 
     static func regularFileSize(_ path: String) -> Int64? {
@@ -72,9 +83,15 @@ struct DestinationResolver: Sendable {
         return Int64(info.st_size)
     }
 
+    /// Folders already made and found writable in this process: a list of 100,000 files into
+    /// one folder checks it once.
+    private static let knownFolders = Mutex<Set<String>>([])
+
     /// Creates the folder (like `mkdir -p`) and checks it can be written to.
     static func ensureFolder(of path: String) throws(DownloadError) {
         let folder = (path as NSString).deletingLastPathComponent
+        if knownFolders.withLock({ $0.contains(folder) }) { return }
+        defer { if access(folder, W_OK) == 0 { _ = knownFolders.withLock { $0.insert(folder) } } }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else { throw .io("write to", path: folder, errno: ENOTDIR) }

@@ -22,8 +22,8 @@ extension DownloadRunner {
 
     /// A GET straight away when nothing of this download is on disk yet (one request, as curl
     /// and aria2 make, instead of a HEAD and a GET), else a HEAD to learn what to resume.
-    func firstContact(streamFirst: Bool) async throws(DownloadError) -> FirstContact {
-        guard streamFirst, nothingOnDisk else { return FirstContact(probe: try await probe()) }
+    func firstContact(streamFirst: Bool, urlName: String?) async throws(DownloadError) -> FirstContact {
+        guard streamFirst, nothingOnDisk(urlName: urlName) else { return FirstContact(probe: try await probe()) }
         let answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
         let head = answer.head
         guard (200...299).contains(head.status) else { throw head.error }
@@ -41,17 +41,16 @@ extension DownloadRunner {
 
     /// Whether neither the file nor its part file is where the download would go, as far as
     /// can be told before the server names the file.
-    var nothingOnDisk: Bool {
+    func nothingOnDisk(urlName: String?) -> Bool {
         let candidate: String
         switch request.destination {
         case .file(let path):
             candidate = DestinationResolver.absolute(path)
         case .directory(let directory):
-            guard let name = URLComponents(string: request.url).flatMap({ FileNameSanitizer.name(fromURLPath: $0.percentEncodedPath) })
-            else { return false }
-            candidate = (DestinationResolver.absolute(directory) as NSString).appendingPathComponent(name)
+            guard let urlName else { return false }
+            candidate = DestinationResolver.absolute(directory) + "/" + urlName
         }
-        return !FileManager.default.fileExists(atPath: candidate) && !FileManager.default.fileExists(atPath: candidate + ".part")
+        return !DestinationResolver.exists(candidate) && !DestinationResolver.exists(candidate + ".part")
     }
 
     /// HEAD, falling back to a one-byte ranged GET when HEAD is refused or says nothing useful.

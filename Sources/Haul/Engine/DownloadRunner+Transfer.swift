@@ -33,6 +33,9 @@ extension DownloadRunner {
         var written: ByteRanges { segmentsWritten ?? ByteRanges([0..<machine.offset]) }
     }
 
+    /// Files from this size on get their blocks reserved before the first byte.
+    static let preallocationThreshold: Int64 = 1 << 20
+
     /// How often progress snapshots go out; more often only costs the byte loop.
     static let progressInterval: Duration = .milliseconds(100)
 
@@ -54,7 +57,8 @@ extension DownloadRunner {
         var first = first
         do {
             // Fails fast on a full disk; blocks already written cost nothing to reserve again.
-            if let total = state.totalLength, total > 0 { try part.preallocate(total) }
+            // (A small file costs a system call more than it could save.)
+            if let total = state.totalLength, total >= Self.preallocationThreshold { try part.preallocate(total) }
             if let missing = segmentation(of: transfer, trusted: state.ranges) {
                 // Bytes arrive out of order: the checksum is computed over the file at the end.
                 let complete = try await segmentedTransfer(&transfer, missing: missing, trusted: state.ranges, first: first)
@@ -173,9 +177,11 @@ extension DownloadRunner {
     /// Forgets the partial: the row first, then the bytes (nothing to do for an empty one).
     private func startOver(_ transfer: inout Transfer) async throws(DownloadError) {
         transfer.digest = request.checksum.map { StreamingDigest($0.algorithm) }
-        let durable = await transfer.checkpointer.durable
-        let size = try transfer.part.size()
-        guard !durable.isEmpty || !transfer.state.ranges.isEmpty || size > 0 else { return }
+        // A fresh download has nothing to forget (its checkpointer has not run yet either).
+        if transfer.state.ranges.isEmpty, transfer.machine.offset == 0, transfer.segmentsWritten == nil, try transfer.part.size() == 0,
+           await transfer.checkpointer.durable.isEmpty {
+            return
+        }
         try await transfer.checkpointer.flush(ByteRanges())
         try transfer.part.truncate()
         transfer.state.ranges = ByteRanges()

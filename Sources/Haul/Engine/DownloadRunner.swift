@@ -22,6 +22,8 @@ struct DownloadRunner: Sendable {
     let lease: (any ConnectionLease)?
     let logger: Logger
     let events: RunEvents
+    /// The request was checked when it was added (a manager's); else the run checks it.
+    var validated = false
 
     /// Callbacks from a run to whoever owns it.
     struct RunEvents: Sendable {
@@ -36,26 +38,32 @@ struct DownloadRunner: Sendable {
     }
 
     func run() async throws(DownloadError) -> DownloadResult {
-        try request.validate()
+        if !validated { try request.validate() }
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        // The name the URL gives a file saved into a folder, worked out once.
+        let urlName: String? = if case .directory = request.destination { DestinationResolver.name(of: request.url) } else { nil }
         if revalidate, let result = try await revalidated(&retry) { return result }
         var streamFirst = true
         // A bounded number of passes: waiting for another process's lock may end with its
         // file complete, which changes what the destination should be.
         for _ in 0..<3 {
             let first = try await retrying(&retry) { () async throws(DownloadError) in
-                try await self.firstContact(streamFirst: streamFirst)
+                try await self.firstContact(streamFirst: streamFirst, urlName: urlName)
             }
             let resolver = DestinationResolver(overwrite: request.overwrite)
-            let wanted = try resolver.path(for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url)
+            let wanted = try resolver.path(for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
+                                           urlName: first.probe.url == request.url ? .some(urlName) : nil)
             switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength) {
             case .alreadyComplete(let path, let bytes):
                 logger.debug("already complete", metadata: ["path": "\(path)"])
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
                 if let answer = first.answer {
-                    // The answer is already streaming: go on only if nothing is in the way.
-                    guard !FileManager.default.fileExists(atPath: path + ".part"), let part = try lockNow(partOf: path) else {
+                    // The answer is already streaming: go on only if nothing is in the way (the
+                    // first contact looked where the URL's name leads; a server-given name may
+                    // lead elsewhere).
+                    let lookedAt = path == wantedFromURL(urlName)
+                    guard lookedAt || !DestinationResolver.exists(path + ".part"), let part = try lockNow(partOf: path) else {
                         streamFirst = false
                         continue
                     }
@@ -69,6 +77,14 @@ struct DownloadRunner: Sendable {
             }
         }
         throw .io("another process keeps replacing \(request.url)'s destination; try again")
+    }
+
+    /// Where the download goes by the URL alone (what ``nothingOnDisk(urlName:)`` looked at).
+    func wantedFromURL(_ urlName: String?) -> String? {
+        switch request.destination {
+        case .file(let path): DestinationResolver.absolute(path)
+        case .directory(let directory): urlName.map { DestinationResolver.absolute(directory) + "/" + $0 }
+        }
     }
 
     /// Opens and locks `path.part`, waiting while another process holds it. Returns nil

@@ -131,15 +131,18 @@ public final class Downloader: Sendable {
     /// - Parameters:
     ///   - revalidate: it completed before: ask the server whether it changed.
     ///   - lease: the host's connection slots (a manager's per-host limit).
+    ///   - validated: the request was checked already (a manager checks it when it is added).
     func runner(_ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
-                events: DownloadRunner.RunEvents) -> DownloadRunner {
+                validated: Bool = false, events: DownloadRunner.RunEvents) -> DownloadRunner {
         var logger = configuration.logger
         logger[metadataKey: "download"] = "\(id)"
         let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
-        return DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
-                              transport: HTTPTransport(client: client), stallTimeout: configuration.stallTimeout,
-                              clock: configuration.clock, random: configuration.random,
-                              limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
+        var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
+                                    transport: HTTPTransport(client: client), stallTimeout: configuration.stallTimeout,
+                                    clock: configuration.clock, random: configuration.random,
+                                    limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
+        runner.validated = validated
+        return runner
     }
 
     /// Continues a download described by a token from another process (or this one).

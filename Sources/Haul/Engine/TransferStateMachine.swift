@@ -1,5 +1,6 @@
-/// The resume contract of DESIGN.md as a pure value: it says what to ask the server for,
-/// and what to do with each answer. The caller performs the I/O.
+/// The resume contract (the DocC article "Resume semantics", and docs/ARCHITECTURE.md) as a
+/// pure value: it says what to ask the server for, and what to do with each answer. The caller
+/// performs the I/O.
 ///
 /// It knows what is trusted on disk (`offset`: bytes from 0 that were written and, on
 /// a fresh start, recorded as durable) and what the server said before (length,
@@ -55,7 +56,7 @@ struct TransferStateMachine: Sendable {
         self.acceptsRanges = acceptsRanges
         self.offset = max(0, offset)
         if let total, self.offset > total {
-            // DESIGN rule 3: a partial bigger than the remote is not this file.
+            // Resume rule 3: a partial bigger than the remote is not this file.
             self.offset = 0
         }
     }
@@ -130,8 +131,8 @@ struct TransferStateMachine: Sendable {
         return .stream(at: range.first, truncate: false)
     }
 
-    /// A 206 that does not fit is never written (DESIGN: "never write it; retry, and if
-    /// the server keeps doing it, fall back to a plain full download").
+    /// A 206 that does not fit is never written (the resume contract: "never write it; retry,
+    /// and if the server keeps doing it, fall back to a plain full download").
     private mutating func rejectRange(_ what: String) -> Action {
         badRangeAnswers += 1
         if badRangeAnswers >= Self.badRangeAnswersBeforeFullDownload {

@@ -40,7 +40,7 @@ struct HTTPTransport: Sendable {
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 
-    static let receiveAllocator = AdaptiveRecvByteBufferAllocator(minimum: 64 << 10, initial: 256 << 10, maximum: 1 << 20)
+    static let receiveAllocator = AdaptiveRecvByteBufferAllocator(minimum: 16 << 10, initial: 64 << 10, maximum: 256 << 10)
 
     /// Sends one request and returns when the head arrives.
     func send(_ method: HTTPMethod, url: String, headers: [(String, String)], stallTimeout: Duration) async throws(DownloadError) -> HTTPAnswer {

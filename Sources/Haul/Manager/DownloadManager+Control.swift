@@ -53,7 +53,7 @@ extension DownloadManager {
     /// Waits until the attempt of `id`, if one runs, has ended (it reports its end itself).
     func stopped(_ id: ID) async {
         guard let task = live[id]?.task else { return }
-        await task.value
+        await task.wait()
     }
 
     /// A resumed download whose dependency failed while it was paused fails now.
@@ -186,7 +186,7 @@ extension DownloadManager {
         for id in running { transition(id) { $0.shutdown() } }
         let tasks = running.compactMap { live[$0]?.task }
         let work = Task {
-            for task in tasks { await task.value }
+            for task in tasks { await task.wait() }
             // What the transfers recorded on their way out is written before anyone exits.
             do throws(DownloadError) { try await store.flush() } catch { storeFailure = storeFailure ?? error }
             hub.finish()

@@ -227,12 +227,13 @@ extension DownloadManager {
             Task { await self?.transferred(id, attempt: attempt) }
         }
         let runner = downloader.runner(request, id: id, revalidate: revalidate,
-                                       lease: HostLease(connections: hosts, host: entry.host), events: runEvents)
+                                       lease: HostLease(connections: hosts, host: entry.host), validated: true, events: runEvents)
         let standIn = attemptRunner
-        let task = Task { [weak self] in
+        let (events, asked) = (runEvents, request)
+        let task = AttemptHandle.start { [weak self] _ in
             let outcome: Result<DownloadResult, DownloadError>
             if let standIn {
-                outcome = await standIn(request, id, runEvents)
+                outcome = await standIn(asked, id, events)
             } else {
                 do throws(DownloadError) { outcome = .success(try await runner.run()) } catch { outcome = .failure(error) }
             }

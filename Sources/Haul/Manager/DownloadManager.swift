@@ -74,7 +74,7 @@ public actor DownloadManager {
 
     /// What only a download that runs (or ran) in this process has.
     struct Live {
-        var task: Task<Void, Never>?
+        var task: AttemptHandle?
         var startedAt: ContinuousClock.Instant?
         var endedAt: ContinuousClock.Instant?
     }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// One row of the `download` table: everything about one download, the request it runs
 /// with, where it stands in its queue, and what is on disk.
@@ -84,11 +85,38 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         return encoder
     }()
 
+    /// The request as the `request` column keeps it: its JSON without the URL and the
+    /// destination (they have columns of their own). Downloads added together share their
+    /// options, so the JSON of each set of options is made once (a list of 100,000 URLs costs
+    /// one encoding, not 100,000).
+    static func storedOptions(of request: DownloadRequest) throws -> String {
+        var options = request
+        options.url = ""
+        options.destination = .file("")
+        if let known = optionsJSON.withLock({ $0[options] }) { return known }
+        let json = String(decoding: try encoder.encode(options), as: UTF8.self)
+        optionsJSON.withLock { cache in
+            if cache.count >= 64 { cache.removeAll() }
+            cache[options] = json
+        }
+        return json
+    }
+
+    private static let optionsJSON = Mutex<[DownloadRequest: String]>([:])
+
+    /// The request from the `request` column and the URL and destination columns.
+    static func request(options json: String, url: String, destinationKind: Int, destination: String) throws -> DownloadRequest {
+        var request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
+        request.url = url
+        request.destination = destinationKind == 0 ? .file(destination) : .directory(destination)
+        return request
+    }
+
     init(row: Row) throws {
         id = DownloadID(stored: row["id"])
         queue = row["queue"]
-        let requestJSON: String = row["request"]
-        request = try JSONDecoder().decode(DownloadRequest.self, from: Data(requestJSON.utf8))
+        request = try Self.request(options: row["request"], url: row["url"], destinationKind: row["destinationKind"],
+                                   destination: row["destination"])
         priority = row["priority"]
         position = row["position"]
         dependencies = (row["dependencies"] as String? ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
@@ -103,8 +131,8 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         fileModified = row["fileModified"]
         errorKind = (row["errorKind"] as Int?).map(DownloadError.Kind.init(storedValue:))
         lastError = row["lastError"]
-        createdAt = row["createdAt"]
-        updatedAt = row["updatedAt"]
+        createdAt = Date(timeIntervalSince1970: row["createdAt"])
+        updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
     }
 
     func encode(to container: inout PersistenceContainer) throws {
@@ -113,7 +141,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         container["url"] = request.url
         container["destinationKind"] = request.destination.storedKind
         container["destination"] = request.destination.path
-        container["request"] = String(decoding: try Self.encoder.encode(request), as: UTF8.self)
+        container["request"] = try Self.storedOptions(of: request)
         container["priority"] = priority
         container["position"] = position
         container["dependencies"] = dependencies.map(\.description).joined(separator: ",")
@@ -129,8 +157,9 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         container["fileModified"] = fileModified
         container["errorKind"] = errorKind?.storedValue
         container["lastError"] = lastError
-        container["createdAt"] = createdAt
-        container["updatedAt"] = updatedAt
+        // Seconds since 1970: formatting a date as text costs more than the rest of a row.
+        container["createdAt"] = createdAt.timeIntervalSince1970
+        container["updatedAt"] = updatedAt.timeIntervalSince1970
     }
 }
 

@@ -48,9 +48,15 @@ final class FileCommitter: Sendable {
         return try result.get()
     }
 
+    /// How long a batch waits for more files to join it: a flush costs about as much for one
+    /// file as for fifty.
+    static let linger: Duration = .milliseconds(5)
+
     /// Writes batches until nothing is pending.
     private func drain() {
         while true {
+            // Let the files finishing right now join this batch.
+            usleep(UInt32(Self.linger.components.attoseconds / 1_000_000_000_000))
             let batch: [Entry] = state.withLock { state in
                 guard !state.pending.isEmpty else {
                     state.working = false
@@ -65,41 +71,56 @@ final class FileCommitter: Sendable {
     }
 
     private func write(_ batch: [Entry]) {
-        // One flush per filesystem the batch touches.
-        var flushed = Set<UInt64>()
-        var flushFailure: [UInt64: Int32] = [:]
-        var devices: [UInt64] = []
+        // One flush per filesystem the batch touches; the file's time comes from the same look.
+        var flushed: [UInt64: Int32] = [:]
+        var outcomes: [Result<Double, DownloadError>] = []
+        var folders = Set<String>()
         for entry in batch {
             var info = stat()
-            let device = fstat(entry.part.descriptor, &info) == 0 ? UInt64(info.st_dev) : 0
-            devices.append(device)
-            guard flushed.insert(device).inserted else { continue }
-            if haul_syncfs(entry.part.descriptor) != 0 { flushFailure[device] = errno }
-        }
-        var folders = Set<String>()
-        var outcomes: [Result<Double, DownloadError>] = []
-        for (entry, device) in zip(batch, devices) {
-            if let code = flushFailure[device] {
+            guard fstat(entry.part.descriptor, &info) == 0 else {
+                outcomes.append(.failure(.io("read", path: entry.part.path, errno: errno)))
+                continue
+            }
+            let device = UInt64(info.st_dev)
+            if flushed[device] == nil { flushed[device] = haul_syncfs(entry.part.descriptor) == 0 ? 0 : errno }
+            if let code = flushed[device], code != 0 {
                 outcomes.append(.failure(.io("flush", path: entry.part.path, errno: code)))
                 continue
             }
-            if !entry.replacing, DestinationResolver.regularFileSize(entry.destination) != nil {
-                outcomes.append(.failure(.io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")))
-                continue
-            }
-            guard rename(entry.part.path, entry.destination) == 0 else {
-                outcomes.append(.failure(.io("rename \(entry.part.path) to", path: entry.destination, errno: errno)))
+            if let failure = Self.putInPlace(entry) {
+                outcomes.append(.failure(failure))
                 continue
             }
             folders.insert((entry.destination as NSString).deletingLastPathComponent)
-            var info = stat()
-            let modified = stat(entry.destination, &info) == 0
-                ? Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9 : 0
-            outcomes.append(.success(modified))
+            outcomes.append(.success(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9))
         }
         // The renames themselves survive a crash once their folders are flushed.
         for folder in folders { PartFile.syncDirectory(of: folder + "/x") }
         for (entry, outcome) in zip(batch, outcomes) { entry.done.resume(returning: outcome) }
+    }
+
+    /// Renames the part file into place; without `replacing`, never over a file that appeared
+    /// at the destination meanwhile (the check and the rename are one step where the system
+    /// allows it).
+    private static func putInPlace(_ entry: Entry) -> DownloadError? {
+        if entry.replacing {
+            return rename(entry.part.path, entry.destination) == 0 ? nil
+                : .io("rename \(entry.part.path) to", path: entry.destination, errno: errno)
+        }
+        if haul_rename_noreplace(entry.part.path, entry.destination) == 0 { return nil }
+        switch errno {
+        case EEXIST:
+            return .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
+        case EINVAL, ENOSYS, ENOTSUP:
+            // No atomic way here: look, then rename.
+            if DestinationResolver.regularFileSize(entry.destination) != nil {
+                return .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
+            }
+            return rename(entry.part.path, entry.destination) == 0 ? nil
+                : .io("rename \(entry.part.path) to", path: entry.destination, errno: errno)
+        case let code:
+            return .io("rename \(entry.part.path) to", path: entry.destination, errno: code)
+        }
     }
 
     /// The modification time of the file at `path`, as ``commit(_:to:replacing:)`` reports it.

@@ -70,16 +70,17 @@ extension Store {
                 t.column("fileModified", .double)
                 t.column("errorKind", .integer)
                 t.column("lastError", .text)
-                t.column("createdAt", .datetime).notNull()
-                t.column("updatedAt", .datetime).notNull()
+                t.column("createdAt", .double).notNull()
+                t.column("updatedAt", .double).notNull()
             }
             try migrateToOneRow(db)
             try db.drop(table: "job")
             try db.drop(table: "download_v2")
-            // What the queue, dedupe, tellWaiting/tellStopped and the engine look up.
+            // What is looked up in the store: a queue's rows (restore), a batch's destinations
+            // (dedupe against an earlier process), a file's progress (the engine). The order of
+            // the queue and of the finished downloads lives in memory (DownloadQueue); an index
+            // on the status would be rewritten by every change for nothing.
             try db.create(index: "download_queue_destination", on: "download", columns: ["queue", "destination"])
-            try db.create(index: "download_queue_order", on: "download", columns: ["queue", "status", "priority", "position"])
-            try db.create(index: "download_queue_finished", on: "download", columns: ["queue", "finishOrder"])
             try db.create(index: "download_path", on: "download", columns: ["path"])
         }
         return migrator

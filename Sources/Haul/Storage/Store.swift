@@ -56,7 +56,10 @@ final class Store: Sendable {
 
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(DownloadError) -> T {
         try await writer.flush()
-        do { return try await database.read(body) } catch {
+        do { return try await database.read(body) } catch is CancellationError {
+            // A pause or cancel arrived while waiting for the store; nothing failed.
+            throw .cancelled
+        } catch {
             throw .io("cannot read the download records in \(path): \(StoreWriter.reason(error))")
         }
     }

@@ -64,7 +64,7 @@ struct RowPatch: Sendable {
 
     static func request(_ request: DownloadRequest) throws -> RowPatch {
         var patch = RowPatch()
-        patch.set("request", String(decoding: try DownloadRow.encoder.encode(request), as: UTF8.self))
+        patch.set("request", try DownloadRow.storedOptions(of: request))
         patch.set("url", request.url)
         patch.set("destinationKind", request.destination.storedKind)
         patch.set("destination", request.destination.path)
@@ -113,6 +113,9 @@ final class StoreWriter: Sendable {
 
     /// Transactions written so far (for tests: group commits make this much smaller than the changes).
     var transactions: Int { state.withLock { $0.transactions } }
+
+    /// Callers of ``flush()`` waiting now (for tests).
+    var flushWaiters: Int { state.withLock { $0.nextWaiters.count + $0.inflightWaiters.count } }
 
     func insert(_ row: DownloadRow) {
         submit(row.id) { pending in
@@ -168,9 +171,17 @@ final class StoreWriter: Sendable {
         }
     }
 
+    /// How long changes may wait for others to share their transaction, unless someone waits
+    /// for them: writing a page costs the same for one changed row as for fifty.
+    static let linger: Duration = .milliseconds(10)
+
     /// Writes batches until nothing is pending.
     private func drain() async {
         while true {
+            let urgent = state.withLock { !$0.nextWaiters.isEmpty || $0.pending.count >= 1000 }
+            if !urgent {
+                do { try await Task.sleep(for: Self.linger) } catch {}
+            }
             let (batch, stragglers): ([DownloadID: Pending]?, [CheckedContinuation<Void, any Error>]) = state.withLock { state in
                 guard !state.pending.isEmpty else {
                     // Nothing left. Whoever asked to wait since the last transaction was written
@@ -181,9 +192,11 @@ final class StoreWriter: Sendable {
                 }
                 let batch = state.pending
                 state.pending = [:]
+                // Whoever asked while nothing was pending (between transactions) waits for nothing.
+                let stragglers = state.inflightWaiters
                 state.inflightWaiters = state.nextWaiters
                 state.nextWaiters = []
-                return (batch, [])
+                return (batch, stragglers)
             }
             for waiter in stragglers { waiter.resume() }
             guard let batch else { return }
@@ -218,12 +231,14 @@ final class StoreWriter: Sendable {
             }
             if var row = pending.insert {
                 row.updatedAt = now
-                try row.save(db)
+                // New ids are random 64-bit numbers: a row is inserted once; a later insert of
+                // the same id (a resumed library download) replaces it.
+                try row.insert(db, onConflict: .replace)
             }
             guard !pending.patch.columns.isEmpty else { continue }
             let columns = pending.patch.columns.keys.sorted()
             let sql = "UPDATE download SET " + columns.map { "\($0) = ?" }.joined(separator: ", ") + ", updatedAt = ? WHERE id = ?"
-            let values = columns.map { pending.patch.columns[$0]! } + [now.databaseValue, id.storedValue.databaseValue]
+            let values = columns.map { pending.patch.columns[$0]! } + [now.timeIntervalSince1970.databaseValue, id.storedValue.databaseValue]
             try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(values))
         }
     }

@@ -1,0 +1,67 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Haul
+
+/// The group-committing writer: whoever waits for it is woken, whatever arrives meanwhile.
+@Suite struct StoreWriterTests {
+    func row(_ index: Int) -> DownloadRow {
+        DownloadRow(id: DownloadID(rawValue: UInt64(index + 1)), queue: "q",
+                    request: DownloadRequest(url: "http://h.example/f\(index)", file: "/w/f\(index)"))
+    }
+
+    /// Waits (boundedly) for `condition`; false when it never held.
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<2000 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return condition()
+    }
+
+    @Test func aFlushAskedBetweenTransactionsReturnsWhenAChangeArrivesBehindIt() async throws {
+        let store = try Store(inMemory: ())
+        let writer = store.writer
+        var caughtBetween = 0
+        for round in 0..<40 {
+            writer.insert(row(round * 2))
+            try await writer.flush()
+            // The worker now lingers for more changes: a flush asked now has nothing to wait
+            // for, and a change arriving behind it must not make it wait forever.
+            let returned = Mutex(false)
+            Task {
+                try? await writer.flush()
+                returned.withLock { $0 = true }
+            }
+            if await eventually({ writer.flushWaiters == 1 || returned.withLock { $0 } }), writer.flushWaiters == 1 {
+                caughtBetween += 1
+            }
+            writer.insert(row(round * 2 + 1))
+            #expect(await eventually { returned.withLock { $0 } }, "round \(round): the flush never returned")
+        }
+        try await writer.flush()
+        #expect(caughtBetween > 0, "the flush never landed between transactions")
+        #expect(try await store.read { db in try DownloadRow.fetchCount(db) } == 80)
+    }
+}
+
+extension StoreWriterTests {
+    @Test func manyWritersAndFlushersAllReturn() async throws {
+        let store = try Store(inMemory: ())
+        let writer = store.writer
+        let finished = await withTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for step in 0..<300 {
+                        if step % 3 != 0 { writer.insert(self.row(worker * 1000 + step)) }
+                        if step % 7 == 0 { try? await Task.sleep(for: .microseconds(Int.random(in: 0..<15_000))) }
+                        try? await writer.flush()
+                    }
+                    return 1
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(finished == 8)
+    }
+}
