@@ -263,3 +263,30 @@ import Testing
         }
     }
 }
+
+extension DownloadBasicsTests {
+    /// A file that appears at the destination while Haul downloads is someone else's: it is
+    /// never replaced; the download stays in its part file and says so.
+    @Test func aFileThatAppearsAtTheDestinationMeanwhileIsNotReplaced() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(1 << 20, seed: 12))
+        route.bytesPerSecond = 512 << 10
+        server.serve("/f.bin", route)
+        let theirs = testBytes(1000, seed: 13)
+        async let outcome = harness.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        #expect(try await waitUntil { fileSize(harness.directory.file("f.bin.part")) > 0 })
+        try harness.directory.write("f.bin", theirs)
+        let result = try await outcome
+        try await server.shutdown()
+
+        guard case .failure(let error) = result else {
+            Issue.record("replaced a file that appeared meanwhile: \(result)")
+            return
+        }
+        #expect(error.message.contains("appeared while downloading"), "\(error.message)")
+        #expect(harness.directory.contents("f.bin") == theirs)
+        #expect(digest(harness.directory.contents("f.bin.part")) == digest(route.content))
+    }
+}
