@@ -20,6 +20,8 @@ struct GlobalOptions: Sendable {
     /// Headers every download sends (aria2's global `header`).
     var headers: [DownloadRequest.Header] = []
     var allowOverwrite = false
+    /// Proxies, TLS, credentials, cookies and identity of every new download.
+    var network = NetworkOptions()
 
     var connections: Int { min(split, maxConnectionPerServer) }
 
@@ -45,12 +47,33 @@ enum Aria2Options {
     /// The library's range of connections, as aria2's options take it.
     static let connectionRange = Int64(DownloadRequest.connectionRange.lowerBound)...Int64(DownloadRequest.connectionRange.upperBound)
 
-    /// The option names `addUri` and `changeOption` understand; others are ignored, as aria2
-    /// ignores options it does not know.
-    static let perDownload: Set<String> = [
+    /// The option names `addUri` and `changeOption` understand. Any other is refused with an
+    /// error naming it: an option silently dropped (a proxy, a password) would make a download
+    /// go somewhere or as someone it was not meant to.
+    static let perDownload: Set<String> = Set([
         "dir", "out", "split", "max-connection-per-server", "min-split-size", "checksum", "header", "pause",
         "max-download-limit", "max-tries", "retry-wait", "allow-overwrite",
+    ]).union(network)
+
+    /// The network options among them (aria2's names).
+    static let network: Set<String> = [
+        "all-proxy", "http-proxy", "https-proxy", "no-proxy", "all-proxy-user", "all-proxy-passwd",
+        "http-proxy-user", "http-proxy-passwd", "https-proxy-user", "https-proxy-passwd",
+        "ca-certificate", "check-certificate", "certificate", "private-key", "http-user", "http-passwd",
+        "netrc-path", "no-netrc", "load-cookies", "user-agent", "referer", "connect-timeout", "max-redirect",
     ]
+
+    /// The options `changeGlobalOption` understands: the defaults of new downloads (not
+    /// `out`, `checksum` or `pause`, which only mean something for one) and the daemon's own.
+    static let globalOptionNames: Set<String> = perDownload.subtracting(["out", "checksum", "pause", "header", "allow-overwrite"])
+        .union(["max-concurrent-downloads", "max-overall-download-limit"])
+
+    /// Refuses the first option not in `known`, by name.
+    static func refuseUnknown(_ options: [String: JSONValue], known: Set<String>) throws(RPCError) {
+        if let unknown = options.keys.sorted().first(where: { !known.contains($0) }) {
+            throw .failed("option \(unknown) is not supported by Haul")
+        }
+    }
 
     /// A new request for `url` from `options` over `defaults`, and whether to add it paused.
     static func request(url: String, options: [String: JSONValue], defaults: GlobalOptions) throws(RPCError) -> (DownloadRequest, paused: Bool) {
@@ -63,12 +86,14 @@ enum Aria2Options {
         defaults.apply(retryWaitTo: &request)
         request.headers = defaults.headers
         request.overwrite = defaults.allowOverwrite
+        request.network = defaults.network
         try apply(options, to: &request, defaults: defaults)
         return (request, try bool(options["pause"], "pause") ?? false)
     }
 
     /// Changes `request` by `options`. `dir` and `out` together make the destination.
     static func apply(_ options: [String: JSONValue], to request: inout DownloadRequest, defaults: GlobalOptions) throws(RPCError) {
+        try refuseUnknown(options, known: perDownload)
         let current = destinationParts(request.destination)
         if options["dir"] != nil || options["out"] != nil {
             let folders = defaults.folders
@@ -107,6 +132,64 @@ enum Aria2Options {
         if let overwrite = try bool(options["allow-overwrite"], "allow-overwrite") {
             request.overwrite = overwrite
         }
+        try apply(network: options, to: &request.network)
+        do { try request.network.validate() } catch { throw .failed(error.message) }
+    }
+
+    /// Reads aria2's network options into `network`; what is not given stays.
+    static func apply(network options: [String: JSONValue], to network: inout NetworkOptions) throws(RPCError) {
+        func text(_ name: String) throws(RPCError) -> String? { try string(options[name], name) }
+        func path(_ name: String) throws(RPCError) -> String? {
+            guard let value = try text(name) else { return nil }
+            guard value.hasPrefix("/") else { throw .failed("option \(name) must be an absolute path, not \(value)") }
+            return value
+        }
+        for (name, keyPath) in [("all-proxy", \ProxySettings.all), ("http-proxy", \.http), ("https-proxy", \.https)] {
+            if let value = try text(name) { network.proxy[keyPath: keyPath] = value.isEmpty ? nil : value }
+        }
+        if let list = try text("no-proxy") { network.proxy.noProxy = ProxySettings.list(list) }
+        for prefix in ["all-proxy", "http-proxy", "https-proxy"] {
+            if let user = try text(prefix + "-user") { network.proxy.user = user.isEmpty ? nil : user }
+            if let password = try text(prefix + "-passwd") { network.proxy.password = password.isEmpty ? nil : password }
+        }
+        if let ca = try path("ca-certificate") { network.tls.caCertificate = ca }
+        if let verify = try bool(options["check-certificate"], "check-certificate") { network.tls.verify = verify }
+        if let certificate = try path("certificate") { network.tls.certificate = certificate }
+        if let key = try path("private-key") { network.tls.privateKey = key }
+        if let user = try text("http-user") { network.user = user.isEmpty ? nil : user }
+        if let password = try text("http-passwd") { network.password = password.isEmpty ? nil : password }
+        if let netrc = try path("netrc-path") {
+            network.netrcPath = netrc
+            network.useNetrc = true
+        }
+        if let noNetrc = try bool(options["no-netrc"], "no-netrc") { network.useNetrc = !noNetrc }
+        if let cookies = try path("load-cookies") { network.cookieFile = cookies }
+        if let agent = try text("user-agent") { network.userAgent = agent.isEmpty ? nil : agent }
+        if let referer = try text("referer") { network.referer = referer.isEmpty ? nil : referer }
+        if let seconds = try integer(options["connect-timeout"], "connect-timeout", in: 1...600) {
+            network.connectTimeout = .seconds(seconds)
+        }
+        if let redirects = try integer(options["max-redirect"], "max-redirect", in: 0...100) { network.maxRedirects = Int(redirects) }
+    }
+
+    /// The network options as `getOption` shows them; passwords are masked.
+    static func describe(network: NetworkOptions, into object: inout [String: JSONValue]) {
+        let masked = "********"
+        let pairs: [(String, String?)] = [
+            ("all-proxy", network.proxy.all.map(URLRedaction.redact)), ("http-proxy", network.proxy.http.map(URLRedaction.redact)),
+            ("https-proxy", network.proxy.https.map(URLRedaction.redact)),
+            ("no-proxy", network.proxy.noProxy.isEmpty ? nil : network.proxy.noProxy.joined(separator: ",")),
+            ("all-proxy-user", network.proxy.user), ("all-proxy-passwd", network.proxy.password.map { _ in masked }),
+            ("ca-certificate", network.tls.caCertificate), ("certificate", network.tls.certificate),
+            ("private-key", network.tls.privateKey), ("http-user", network.user),
+            ("http-passwd", network.password.map { _ in masked }), ("netrc-path", network.netrcPath),
+            ("load-cookies", network.cookieFile), ("user-agent", network.userAgent), ("referer", network.referer),
+        ]
+        for (name, value) in pairs { if let value { object[name] = .string(value) } }
+        object["check-certificate"] = .string(network.tls.verify ? "true" : "false")
+        object["no-netrc"] = .string(network.useNetrc ? "false" : "true")
+        object["connect-timeout"] = .string(String(network.connectTimeout.components.seconds))
+        object["max-redirect"] = .string(String(network.maxRedirects))
     }
 
     /// Reads the options a download and the daemon's defaults share (`split`,
@@ -144,6 +227,7 @@ enum Aria2Options {
         if !request.headers.isEmpty {
             object["header"] = .array(request.headers.map { .string("\($0.name): \($0.value)") })
         }
+        describe(network: request.network, into: &object)
         return .object(object)
     }
 

@@ -182,7 +182,7 @@ extension Aria2RPC {
     }
 
     func globalOptions() async -> JSONValue {
-        [
+        var object: [String: JSONValue] = [
             "dir": .string(globals.dir),
             "max-concurrent-downloads": .string(String(await manager.maxConcurrentDownloads)),
             "max-overall-download-limit": .string(String(downloader.rateLimit ?? 0)),
@@ -193,6 +193,8 @@ extension Aria2RPC {
             "max-tries": .string(String(globals.maxTries)),
             "retry-wait": .string(String(globals.retryWait)),
         ]
+        Aria2Options.describe(network: globals.network, into: &object)
+        return .object(object)
     }
 
     func changeGlobalOption(_ p: Parameters) async throws(RPCError) -> JSONValue {
@@ -200,7 +202,10 @@ extension Aria2RPC {
         // Check everything before changing anything.
         var next = globals
         if let dir = try Aria2Options.string(options["dir"], "dir") { next.dir = try globals.folders.folder(dir, base: globals.dir) }
+        try Aria2Options.refuseUnknown(options, known: Aria2Options.globalOptionNames)
         try Aria2Options.tune(&next, by: options)
+        try Aria2Options.apply(network: options, to: &next.network)
+        do { try next.network.validate() } catch { throw .failed(error.message) }
         let concurrent = try Aria2Options.integer(options["max-concurrent-downloads"], "max-concurrent-downloads", in: 1...1000)
         let overall = try Aria2Options.size(options["max-overall-download-limit"], "max-overall-download-limit")
         globals = next

@@ -94,6 +94,7 @@ public enum Daemon {
         globals.retryWait = Int(defaults.retryWait.components.seconds)
         globals.headers = defaults.headers
         globals.allowOverwrite = defaults.overwrite
+        globals.network = defaults.network
         return globals
     }
 

@@ -141,6 +141,21 @@ enum StandardOutput {
     static func line(_ text: String) {
         write(text + "\n")
     }
+
+    /// Writes all of `bytes` to file descriptor 1, however many calls it takes.
+    ///
+    /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when standard output is closed or full.
+    static func write(_ bytes: UnsafeRawBufferPointer) throws(DownloadError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = Foundation.write(1, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw .io("cannot write to standard output: \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+    }
 }
 
 /// Rows padded into columns two spaces apart: `haul ls` and `haul get`'s summary table.

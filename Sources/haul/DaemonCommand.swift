@@ -46,7 +46,7 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Connections open to one host at once, across all downloads.")
     var maxConnectionsPerHost: Int = 16
 
-    @Option(help: "Limit the total download rate, e.g. 2M (bytes per second; K, M, G suffixes).")
+    @Option(help: "Limit the total download rate, e.g. 2M (bytes per second; K, M, G suffixes; 0 for none).")
     var limitRate: String?
 
     @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
@@ -68,8 +68,12 @@ struct DaemonCommand: AsyncParsableCommand {
         if !(0...65535).contains(rpcListenPort) { throw ValidationError("--rpc-listen-port must be between 0 and 65535") }
         if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
-        if let limitRate, (ByteCount.parse(limitRate) ?? 0) < 1 << 10 {
-            throw ValidationError("--limit-rate must be a rate of at least 1K, e.g. 2M")
+        if let limitRate {
+            switch ByteCount.rateLimit(limitRate) {
+            case nil: throw ValidationError("--limit-rate must be a rate such as 2M (0 for no limit), not \(limitRate)")
+            case let rate??: if rate < 1 << 10 { throw ValidationError("--limit-rate must be at least 1K, or 0 for no limit") }
+            case .some(nil): break
+            }
         }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
     }
@@ -86,7 +90,7 @@ struct DaemonCommand: AsyncParsableCommand {
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
         configuration.connections = transfer.connections ?? TransferOptions.defaultConnections
         try transfer.apply(to: &configuration.defaults)
-        configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
+        configuration.rateLimit = limitRate.flatMap { ByteCount.rateLimit($0) ?? nil }
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.onDownloadComplete = onDownloadComplete
         configuration.onDownloadError = onDownloadError

@@ -17,7 +17,7 @@ struct GetCommand: AsyncParsableCommand {
     @Argument(help: "http:// or https:// URLs to download, several at once (see -j).")
     var urls: [String] = []
 
-    @Option(name: [.short, .long], help: "Save the (single) URL at this path.")
+    @Option(name: [.short, .long], help: "Save the (single) URL at this path; - writes it to standard output as it arrives (no part file, no resume).")
     var output: String?
 
     @Option(name: [.short, .customLong("dir")], help: "Save into this folder, under the server's or the URL's file name.")
@@ -40,8 +40,11 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "Connections open to one host at once, across all downloads.")
     var maxConnectionsPerHost: Int = 16
 
-    @Option(help: "Limit the total download rate of all connections, e.g. 2M (bytes per second; K, M, G suffixes).")
+    @Option(help: "Limit the total download rate of all connections, e.g. 2M (bytes per second; K, M, G suffixes; 0 for none).")
     var limitRate: String?
+
+    @Option(help: ArgumentHelp("At the end, write every cookie (loaded and set by servers) to this file, Netscape format.", valueName: "file"))
+    var saveCookies: String?
 
     @Flag(name: [.short, .long], help: "Print nothing but errors.")
     var quiet = false
@@ -56,8 +59,12 @@ struct GetCommand: AsyncParsableCommand {
         }
         if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
-        if let limitRate, (ByteCount.parse(limitRate) ?? 0) < 1 << 10 {
-            throw ValidationError("--limit-rate must be a rate of at least 1K, e.g. 2M")
+        if let limitRate {
+            switch ByteCount.rateLimit(limitRate) {
+            case nil: throw ValidationError("--limit-rate must be a rate such as 2M (0 for no limit), not \(limitRate)")
+            case let rate??: if rate < 1 << 10 { throw ValidationError("--limit-rate must be at least 1K, or 0 for no limit") }
+            case .some(nil): break
+            }
         }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if let checksum {
@@ -73,9 +80,14 @@ struct GetCommand: AsyncParsableCommand {
         let startedAt = ContinuousClock.now
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
-        configuration.rateLimit = limitRate.flatMap(ByteCount.parse)
+        configuration.rateLimit = limitRate.flatMap { ByteCount.rateLimit($0) ?? nil }
         configuration.logger = Logger(label: "haul")
         configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
+        configuration.saveCookies = saveCookies.map(DownloadRequest.absolutePath)
+        if transfer.network.skipsCertificateCheck {
+            Terminal.error("warning: TLS certificates are not checked: anyone on the way can read and change the downloads")
+        }
+        if output == "-" { return try await streamToStandardOutput(configuration) }
 
         let downloader: Downloader
         do { downloader = try Downloader(configuration) } catch {
@@ -113,7 +125,7 @@ struct GetCommand: AsyncParsableCommand {
                     }
                     batch.append((entry, request))
                 } catch {
-                    Terminal.error("\(entry.url): \((error as? DownloadError)?.message ?? "\(error)")")
+                    Terminal.error("\(URLRedaction.redact(entry.url)): \((error as? DownloadError)?.message ?? "\(error)")")
                     failures.append((error as? DownloadError) ?? .invalidRequest("\(error)"))
                 }
             }
@@ -126,7 +138,7 @@ struct GetCommand: AsyncParsableCommand {
                     switch result {
                     case .success(let id): display.track(id)
                     case .failure(let error):
-                        Terminal.error("\(entry.url): \(error.message)")
+                        Terminal.error("\(URLRedaction.redact(entry.url)): \(error.message)")
                         failures.append(error)
                     }
                 }
@@ -166,6 +178,31 @@ struct GetCommand: AsyncParsableCommand {
         }
         failures += finished.compactMap(\.error)
         if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
+    }
+
+    /// `-o -`: the body straight to standard output.
+    private func streamToStandardOutput(_ configuration: Downloader.Configuration) async throws {
+        var request = DownloadRequest(url: urls[0], file: "-")
+        try transfer.apply(to: &request)
+        request.checksum = try checksum.map { text in
+            do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
+        }
+        let downloader: Downloader
+        do { downloader = try Downloader(configuration) } catch {
+            Terminal.error("\(error)")
+            throw ExitCode(ExitStatus.code(for: [error]))
+        }
+        var failure: DownloadError?
+        do throws(DownloadError) {
+            _ = try await downloader.stream(request) { bytes in try StandardOutput.write(bytes) }
+        } catch {
+            failure = error
+        }
+        do { try await downloader.shutdown() } catch { failure = failure ?? .io("\(error)") }
+        if let failure {
+            Terminal.error(failure.description)
+            throw ExitCode(ExitStatus.code(for: [failure]))
+        }
     }
 
     /// The request for one URL with the command's options; an entry's own `out=`, `dir=` and

@@ -23,12 +23,17 @@ struct TransferOptions: ParsableArguments {
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
     var header: [String] = []
 
+    @Option(help: ArgumentHelp("Extra request headers from a file, 'Name: value' a line ('#' starts a comment).", valueName: "file"))
+    var headerFile: String?
+
     @Option(help: "Limit each download's rate, e.g. 500K (bytes per second; K, M, G suffixes; 0 for none).")
     var maxDownloadLimit: String?
 
     @Flag(name: [.customLong("overwrite"), .customLong("allow-overwrite")],
           help: "Replace a different file already at the destination instead of saving as name.1.ext.")
     var overwrite = false
+
+    @OptionGroup(title: "Network") var network: NetworkFlags
 
     static let defaultConnections = 4
 
@@ -53,7 +58,7 @@ struct TransferOptions: ParsableArguments {
             guard retryWait >= 0, retryWait <= 3600 else { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
             request.retryWait = .milliseconds(Int64(retryWait * 1000))
         }
-        request.headers = try Self.headers(header)
+        request.headers = try Self.headers(try headerLines())
         if let maxDownloadLimit {
             guard let rate = ByteCount.parse(maxDownloadLimit) else {
                 throw ValidationError("--max-download-limit must be a rate such as 2M, not \(maxDownloadLimit)")
@@ -61,6 +66,19 @@ struct TransferOptions: ParsableArguments {
             request.rateLimit = rate > 0 ? rate : nil
         }
         request.overwrite = overwrite
+        try network.apply(to: &request.network)
+    }
+
+    /// The `-H` headers, after those of `--header-file`.
+    func headerLines() throws -> [String] {
+        guard let headerFile else { return header }
+        guard let data = FileManager.default.contents(atPath: headerFile) else {
+            throw ValidationError("cannot read the header file \(headerFile)")
+        }
+        let lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        return lines + header
     }
 
     static func headers(_ lines: [String]) throws -> [DownloadRequest.Header] {
@@ -80,9 +98,11 @@ struct TransferOptions: ParsableArguments {
         if let minSplitSize { options["min-split-size"] = .string(minSplitSize) }
         if let maxTries { options["max-tries"] = .string(String(maxTries)) }
         if let retryWait { options["retry-wait"] = .string(String(Int(retryWait.rounded(.up)))) }
-        if !header.isEmpty { options["header"] = .array(header.map { .string($0) }) }
+        let headers = (try? headerLines()) ?? header
+        if !headers.isEmpty { options["header"] = .array(headers.map { .string($0) }) }
         if let maxDownloadLimit { options["max-download-limit"] = .string(maxDownloadLimit) }
         if overwrite { options["allow-overwrite"] = "true" }
+        options.merge(network.aria2Options) { _, new in new }
         return options
     }
 

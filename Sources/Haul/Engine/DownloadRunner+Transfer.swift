@@ -263,7 +263,7 @@ extension DownloadRunner {
                 unlink(transfer.part.path)
                 store.writer.update(id, .ranges(ByteRanges()))
                 throw DownloadError.checksumMismatch(algorithm: checksum.algorithm.rawValue, expected: checksum.hex, actual: actual)
-                    .with(url: request.url)
+                    .with(url: request.displayURL)
             }
         }
         events.transferred()

@@ -133,7 +133,7 @@ struct DownloadRunner: Sendable {
     func wait(_ retry: inout RetryPolicy, after error: DownloadError, madeProgress: Bool) async throws(DownloadError) {
         if error.kind == .cancelled || Task.isCancelled { throw .cancelled }
         guard let delay = retry.delay(after: error, madeProgress: madeProgress, jitter: random()) else {
-            throw error.with(url: request.url)
+            throw error.with(url: request.displayURL)
         }
         logger.debug("retrying", metadata: ["delay": "\(delay)", "error": "\(error)"])
         events.note("retrying in \(delay.formattedSeconds): \(error.message)")

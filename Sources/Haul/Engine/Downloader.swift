@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 
-/// The engine's entry point: an HTTP client and the store, shared by the downloads it starts.
+/// The engine's entry point: the HTTP clients, the cookies and the store, shared by the downloads it starts.
 ///
 /// ```swift
 /// try await Downloader.withDownloader(.init()) { downloader in
@@ -28,6 +28,9 @@ public final class Downloader: Sendable {
         public var rateLimit: Int64?
         /// Jitter for retry backoff, a number in `0..<1`.
         public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
+        /// Where ``Downloader/shutdown()`` writes every cookie it holds (loaded from cookie
+        /// files and set by servers), in the Netscape format (aria2's `--save-cookies`).
+        public var saveCookies: String?
 
         /// Settings with the state folder `stateDirectory` (default: ``Downloader/defaultStateDirectory``).
         public init(stateDirectory: String = Downloader.defaultStateDirectory) {
@@ -49,7 +52,10 @@ public final class Downloader: Sendable {
     let store: Store
     /// Puts finished files in place, a batch at a time.
     let committer = FileCommitter()
-    private let client: HTTPClient
+    private let clients: HTTPClients
+    /// Every download's cookies, as one store.
+    let cookies = CookieStore()
+    private let credentials = CredentialSource()
     /// Shared by every download; without a limit it lets everything through at the cost of
     /// one atomic load per read.
     private let globalLimiter: RateLimiter
@@ -65,7 +71,7 @@ public final class Downloader: Sendable {
     init(_ configuration: Configuration, store: Store) {
         self.configuration = configuration
         self.store = store
-        client = HTTPTransport.makeClient(stallTimeout: configuration.stallTimeout, rateLimit: configuration.rateLimit)
+        clients = HTTPClients(stallTimeout: configuration.stallTimeout, rateLimit: configuration.rateLimit)
         globalLimiter = RateLimiter(bytesPerSecond: configuration.rateLimit ?? 0, clock: configuration.clock)
     }
 
@@ -82,13 +88,17 @@ public final class Downloader: Sendable {
         globalLimiter.setRate(bytesPerSecond)
     }
 
-    /// Writes what is left to the store and closes the HTTP client. Downloads still running fail.
+    /// Writes what is left to the store (and the cookies, with ``Configuration/saveCookies``)
+    /// and closes the HTTP clients. Downloads still running fail.
     ///
-    /// - Throws: ``DownloadError`` when the store cannot write what is left.
+    /// - Throws: ``DownloadError`` when the store or the cookie file cannot be written.
     public func shutdown() async throws {
         var failure: (any Error)?
         do { try await store.flush() } catch { failure = error }
-        try await client.shutdown()
+        if let path = configuration.saveCookies {
+            do throws(DownloadError) { try cookies.save(to: path) } catch { failure = failure ?? error }
+        }
+        try await clients.shutdown()
         if let failure { throw failure }
     }
 
@@ -126,6 +136,26 @@ public final class Downloader: Sendable {
         return task
     }
 
+    /// Sends `request`'s body to `sink` as it arrives, without a part file or a record (no
+    /// resume): for a pipe such as standard output. Its destination is not used.
+    ///
+    /// - Returns: the number of bytes sent to `sink`.
+    /// - Throws: ``DownloadError``; an error `sink` throws ends the download with it (as an
+    ///   ``DownloadError/Kind/io`` error).
+    public func stream(_ request: DownloadRequest,
+                       into sink: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws(DownloadError) -> Int64 {
+        try await runner(request, id: .random(), events: .init()).stream { buffer in
+            do { try buffer.withUnsafeReadableBytes { try sink($0) } } catch let error as DownloadError { throw error } catch {
+                throw DownloadError.io("cannot write the download: \(error)")
+            }
+        }
+    }
+
+    /// The network side of one download: its proxy, TLS, credentials and the shared cookies.
+    func transport(for request: DownloadRequest) -> HTTPTransport {
+        HTTPTransport(clients: clients, cookies: cookies, credentials: credentials, network: request.network, origin: request.url)
+    }
+
     /// The engine for one attempt of a download whose row is `id`.
     ///
     /// - Parameters:
@@ -138,7 +168,7 @@ public final class Downloader: Sendable {
         logger[metadataKey: "download"] = "\(id)"
         let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
         var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
-                                    transport: HTTPTransport(client: client), stallTimeout: configuration.stallTimeout,
+                                    transport: transport(for: request), stallTimeout: configuration.stallTimeout,
                                     clock: configuration.clock, random: configuration.random,
                                     limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
         runner.validated = validated

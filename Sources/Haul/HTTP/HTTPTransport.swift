@@ -12,19 +12,41 @@ struct HTTPAnswer: Sendable {
     var url: String
 }
 
-/// The engine's only door to the network: AsyncHTTPClient, with redirects (at most 10,
-/// loops refused) and the stall timeout as its read timeout.
+/// The engine's only door to the network, for one download: AsyncHTTPClient with the
+/// download's proxy, TLS trust, credentials, cookies and identity.
+///
+/// Redirects are followed here (AsyncHTTPClient's own following is off), so that cookies set
+/// on the way are kept and sent on, credentials go only to the URL's own origin, and the limit
+/// is the download's.
 struct HTTPTransport: Sendable {
-    let client: HTTPClient
+    let clients: HTTPClients
+    let cookies: CookieStore
+    let credentials: CredentialSource
+    let network: NetworkOptions
+    /// The download's URL, as given (it may carry `user:password@`).
+    let origin: String
 
-    static func makeClient(stallTimeout: Duration, rateLimit: Int64? = nil) -> HTTPClient {
+    static func makeClient(stallTimeout: Duration, rateLimit: Int64? = nil,
+                           route: HTTPClients.Route = .init(connectTimeout: .seconds(15))) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: 10, allowCycles: false),
-            timeout: .init(connect: .seconds(15), read: TimeAmount(stallTimeout)))
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: TimeAmount(route.connectTimeout), read: TimeAmount(stallTimeout)))
         // AsyncHTTPClient's default of 8 connections per host would cap `-x 16` at 8.
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
+        // A refused connection or an unknown name is one failed try, counted and waited by the
+        // engine's retries; by default the pool would keep trying until the request's deadline.
+        configuration.connectionPool.retryConnectionEstablishment = false
         // The engine wants the bytes as stored: a gzip'd .tar.gz must stay gzip'd.
         configuration.decompression = .disabled
+        if let proxy = route.proxy {
+            switch proxy.kind {
+            case .http:
+                let authorization = proxy.user.map { HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "") }
+                configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: authorization)
+            case .socks5:
+                configuration.proxy = .socksServer(host: proxy.host, port: proxy.port)
+            }
+        }
         // AsyncHTTPClient hands the body over one read at a time (its high watermark is one
         // buffer), so the read size sets the pace: NIO's default tops out at 64 KiB, which
         // keeps the network and disk threads taking turns. Reads of up to 1 MiB let them overlap.
@@ -42,46 +64,169 @@ struct HTTPTransport: Sendable {
 
     static let receiveAllocator = AdaptiveRecvByteBufferAllocator(minimum: 16 << 10, initial: 64 << 10, maximum: 256 << 10)
 
-    /// Sends one request and returns when the head arrives.
+    /// Redirect statuses that carry a `Location` to follow.
+    private static let redirects: Set<Int> = [301, 302, 303, 307, 308]
+
+    /// Sends one request, following redirects, and returns when the final answer's head arrives.
     func send(_ method: HTTPMethod, url: String, headers: [(String, String)], stallTimeout: Duration) async throws(DownloadError) -> HTTPAnswer {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        request.headers.add(name: "User-Agent", value: "haul/\(HaulVersion.string)")
-        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+        let start = URLRedaction.redact(url)
+        guard var current = URLComponents(string: start) else { throw .invalidRequest("malformed URL \(start)") }
+        let home = Origin(current)
+        if let file = network.cookieFile { try cookies.load(file) }
+        let authorization = try credentials.authorization(for: origin, host: current.host ?? "", network: network)
+        var method = method
+        var seen: Set<String> = []
+        for hop in 0... {
+            let target = current.string ?? start
+            var request = HTTPClientRequest(url: target)
+            request.method = method
+            request.headers.add(name: "User-Agent", value: network.userAgent ?? "haul/\(HaulVersion.string)")
+            if let referer = network.referer { request.headers.add(name: "Referer", value: referer == "*" ? start : referer) }
+            for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+            // Credentials and cookies the caller gave go to the URL's own origin only (a
+            // redirect elsewhere must not carry them); the store's cookies go where they match.
+            let sameOrigin = Origin(current) == home
+            if !sameOrigin {
+                for name in ["Authorization", "Cookie", "Proxy-Authorization"] { request.headers.remove(name: name) }
+            } else if let authorization, !request.headers.contains(name: "Authorization") {
+                request.headers.add(name: "Authorization", value: authorization)
+            }
+            if let cookie = cookies.header(for: current) {
+                let given = request.headers.first(name: "Cookie")
+                request.headers.replaceOrAdd(name: "Cookie", value: given.map { $0 + "; " + cookie } ?? cookie)
+            }
+            let response = try await execute(request, url: current, stallTimeout: stallTimeout)
+            cookies.receive(response.headers[canonicalForm: "set-cookie"].map(String.init), from: current)
+            let status = Int(response.status.code)
+            guard Self.redirects.contains(status), let location = response.headers.first(name: "location") else {
+                let head = ResponseHead(status: status, reason: response.status.reasonPhrase, headers: response.headers)
+                return HTTPAnswer(head: head, body: response.body, url: target)
+            }
+            await Self.discard(response.body)
+            guard hop < network.maxRedirects else {
+                throw .redirect("too many redirects (more than \(network.maxRedirects))")
+            }
+            guard let next = URL(string: location, relativeTo: URL(string: target))?.absoluteURL,
+                  var components = URLComponents(url: next, resolvingAgainstBaseURL: true),
+                  let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https", components.host != nil
+            else {
+                throw .redirect("redirected to \(URLRedaction.redact(location)), which is not an http(s) URL")
+            }
+            components.fragment = nil
+            // The same URL with the same cookies again can only loop.
+            guard seen.insert((components.string ?? "") + "\n" + (cookies.header(for: components) ?? "")).inserted else {
+                throw .redirect("redirect loop")
+            }
+            if status == 303, method != .HEAD { method = .GET }
+            current = components
+        }
+        throw .redirect("redirect loop")
+    }
+
+    /// One request on the client for `url`'s route, with the download's TLS settings.
+    private func execute(_ request: HTTPClientRequest, url: URLComponents, stallTimeout: Duration) async throws(DownloadError) -> HTTPClientResponse {
+        var request = request
+        let scheme = url.scheme?.lowercased() ?? "http"
+        let proxy = try network.proxy.server(scheme: scheme, host: url.host ?? "")
+        if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
+        let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout))
         do {
-            let response = try await client.execute(request, timeout: .hours(24 * 365))
-            let head = ResponseHead(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers)
-            return HTTPAnswer(head: head, body: response.body, url: response.url?.absoluteString ?? url)
+            return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {
-            throw Self.map(error, stallTimeout: stallTimeout)
+            if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil, let host = url.host {
+                // Say why, when the server can be asked again directly.
+                failure.reason = .untrusted(detail: await TLSFailure.diagnose(host: host, port: url.port ?? 443))
+                throw failure.error(host: host)
+            }
+            throw Self.map(error, stallTimeout: stallTimeout, host: url.host ?? "", proxy: proxy, network: network)
         }
     }
 
+    /// Reads and drops a redirect's small body (so its connection can be reused); a big one is
+    /// cut off by dropping it.
+    private static func discard(_ body: HTTPClientResponse.Body) async {
+        var left = 64 << 10
+        do {
+            for try await buffer in body {
+                left -= buffer.readableBytes
+                if left < 0 { return }
+            }
+        } catch {}
+    }
+
     /// Turns transport errors into one line a person can act on.
-    static func map(_ error: any Error, stallTimeout: Duration) -> DownloadError {
+    static func map(_ error: any Error, stallTimeout: Duration, host: String = "", proxy: ProxyServer? = nil,
+                    network: NetworkOptions = NetworkOptions()) -> DownloadError {
         if let error = error as? DownloadError { return error }
         if error is CancellationError { return .cancelled }
+        let through = proxy.map { " through the proxy \($0.host):\($0.port)" } ?? ""
+        if let tls = TLSFailure(error) { return tls.error(host: host) }
         if let error = error as? HTTPClientError {
             switch error {
             case .readTimeout: return .stalled(after: stallTimeout)
-            case .connectTimeout: return .network("connection timed out")
-            case .redirectCycleDetected: return .redirect("redirect loop")
-            case .redirectLimitReached: return .redirect("too many redirects (more than 10)")
+            case .connectTimeout:
+                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)")
             case .invalidURL, .emptyHost, .emptyScheme:
-                return .invalidRequest("unsupported or malformed URL (\(error))")
+                return .invalidRequest("unsupported or malformed URL")
             case .remoteConnectionClosed: return .network("the server closed the connection")
             case .cancelled: return .cancelled
-            default: return .network("\(error)")
+            case .socksHandshakeTimeout:
+                return .network("the SOCKS proxy \(proxy.map { "\($0.host):\($0.port)" } ?? "") did not answer")
+            case .httpProxyHandshakeTimeout:
+                return .network("the proxy \(proxy.map { "\($0.host):\($0.port)" } ?? "") did not answer")
+            default:
+                if let proxy, "\(error)".contains("proxy") || "\(error)".contains("Proxy") {
+                    return .network("the proxy \(proxy.host):\(proxy.port) refused the connection to \(host) (\(Self.words(error)))")
+                }
+                return .network(Self.words(error))
             }
         }
-        if let error = error as? IOError { return .network(String(cString: strerror(error.errnoCode))) }
+        if let error = error as? IOError {
+            return .network("cannot connect to \(host)\(through): \(String(cString: strerror(error.errnoCode)))")
+        }
         if let error = error as? NIOConnectionError {
             if let first = error.connectionErrors.first?.error as? IOError {
-                return .network(String(cString: strerror(first.errnoCode)))
+                let target = proxy.map { "the proxy \($0.host):\($0.port)" } ?? host
+                return .network("cannot connect to \(target): \(String(cString: strerror(first.errnoCode)))")
+            }
+            if error.dnsAAAAError != nil || error.dnsAError != nil {
+                return .network("cannot resolve the name \(error.host)")
             }
             return .network("cannot connect to \(error.host):\(error.port)")
         }
-        return .network("\(error)")
+        if let error = error as? SocketAddressError {
+            switch error {
+            case .unknown(let name, _): return .network("cannot resolve the name \(name)")
+            default: return .network("cannot resolve \(host)")
+            }
+        }
+        return .network(Self.words(error))
+    }
+
+    /// An error's own description without Swift's type dump: the case name, spaced out.
+    static func words(_ error: any Error) -> String {
+        var text = String(describing: error)
+        if let paren = text.firstIndex(of: "(") { text = String(text[..<paren]) }
+        text = text.replacingOccurrences(of: "HTTPClientError.", with: "")
+        var spaced = ""
+        for character in text {
+            if character.isUppercase, !spaced.isEmpty { spaced.append(" ") }
+            spaced.append(Character(character.lowercased()))
+        }
+        return spaced
+    }
+}
+
+/// Scheme, host and port: where credentials may go.
+struct Origin: Equatable {
+    var scheme: String
+    var host: String
+    var port: Int
+
+    init(_ url: URLComponents) {
+        scheme = url.scheme?.lowercased() ?? ""
+        host = url.host?.lowercased() ?? ""
+        port = url.port ?? (scheme == "https" ? 443 : 80)
     }
 }
 

@@ -36,6 +36,8 @@ extension DownloadManager {
     /// A managed download as it stands.
     public struct Download: Sendable {
         public var id: ID
+        /// The URL without any credentials it carries (``DownloadRequest/displayURL``); the
+        /// request has it whole.
         public var url: String
         /// The final path once known, else the path or folder asked for.
         public var destination: String

@@ -238,7 +238,7 @@ public actor DownloadManager {
         let progress = board.progress(of: entry.id)
         let path = entry.path ?? progress?.destination
         return Download(
-            id: entry.id, url: entry.request.url, destination: path ?? entry.request.destination.path,
+            id: entry.id, url: entry.request.displayURL, destination: path ?? entry.request.destination.path,
             destinationIsFile: path != nil || { if case .file = entry.request.destination { true } else { false } }(),
             status: entry.lifecycle.status, priority: entry.priority, dependencies: entry.dependencies,
             progress: progress, result: entry.lifecycle.result, error: entry.lifecycle.error, request: entry.request,

@@ -7,4 +7,11 @@ public enum ByteCount {
         guard let value = Int64(digits), value >= 0, value <= Int64.max / multiplier else { return nil }
         return value * multiplier
     }
+
+    /// A rate limit as aria2 and curl read one: a size per second, where 0 means no limit.
+    /// Nil when `text` is not a size; otherwise the limit (nil for none).
+    public static func rateLimit(_ text: String) -> Int64?? {
+        guard let rate = parse(text) else { return nil }
+        return .some(rate > 0 ? rate : nil)
+    }
 }

@@ -63,7 +63,7 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
 
     func with(url: String) -> DownloadError {
         var copy = self
-        if copy.url == nil { copy.url = url }
+        if copy.url == nil { copy.url = URLRedaction.redact(url) }
         return copy
     }
 }

@@ -86,11 +86,32 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     public var minimumSplitSize: Int64 = 1 << 20
     /// This download's own rate limit in bytes per second, on top of the downloader's global one.
     public var rateLimit: Int64?
+    /// Proxies, TLS trust, credentials, cookies and identity.
+    public var network = NetworkOptions()
+
+    /// The URL as it may be shown: without the credentials it may carry.
+    public var displayURL: String { URLRedaction.redact(url) }
 
     /// Connections a download may use: aria2's `-x` range.
     public static let connectionRange = 1...16
     /// The smallest `minimumSplitSize`.
     public static let smallestSplit: Int64 = 1 << 10
+
+    /// Reads a stored request; options added in later versions take their defaults.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        url = try container.decode(String.self, forKey: .url)
+        destination = try container.decode(Destination.self, forKey: .destination)
+        headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
+        checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
+        maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
+        retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
+        overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
+        connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
+        minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
+        rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
+        network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
+    }
 
     /// A request for `url` saved into `directory`.
     public init(url: String, directory: String) {
@@ -129,6 +150,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
             throw .invalidRequest("the minimum split size must be at least 1K, not \(minimumSplitSize)")
         }
         if let rateLimit, rateLimit < 0 { throw .invalidRequest("the rate limit must not be negative") }
+        try network.validate()
     }
 
     /// `path` as destinations are stored: `~` expanded, made absolute against the current
