@@ -46,14 +46,19 @@ struct ResponsePlan {
         }
     }
 
-    /// Decides the response; precedence is method, failFirst, headAllowed, status, redirect,
+    /// Decides the response; precedence is method, failFirst, required headers, headAllowed, status, redirect,
     /// conditions, content.
-    init(method: String, range: String?, ifRange: String?, conditions: Conditions = .init(), route: Route, history: RouteHistory) {
+    init(method: String, range: String?, ifRange: String?, conditions: Conditions = .init(), route: Route, history: RouteHistory,
+         header: (String) -> String? = { _ in nil }) {
         let isHead = method == "HEAD"
+        let missing = route.requiredHeaders.first { header($0.name)?.contains($0.contains) != true }
         if !isHead && method != "GET" {
             self = .errorPage(405, extra: [("Allow", "GET, HEAD")], isHead: false)
         } else if history.requestIndex < route.failFirst {
             self = .errorPage(route.failureStatus, extra: Self.retryAfter(route), isHead: isHead)
+        } else if let missing {
+            let challenge = missing.name.lowercased() == "authorization"
+            self = .errorPage(challenge ? 401 : 403, extra: challenge ? [("WWW-Authenticate", "Basic realm=\"test\"")] : [], isHead: isHead)
         } else if isHead && !route.headAllowed {
             self = .errorPage(405, extra: [("Allow", "GET")], isHead: isHead)
         } else if let status = route.status {
@@ -68,6 +73,7 @@ struct ResponsePlan {
         } else {
             self.init(content: route, isHead: isHead, range: range, ifRange: ifRange, history: history)
         }
+        headers += route.responseHeaders
     }
 
     init(status: Int, headers: [(String, String)]) {

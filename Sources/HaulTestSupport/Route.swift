@@ -61,6 +61,12 @@ public struct Route: Sendable {
     public var honoursConditions = true
     /// The Content-Type of the content (a test serving a web page sets `text/html`).
     public var contentType = "application/octet-stream"
+    /// Headers a request must carry (name, and a text its value must contain), or it is
+    /// answered 401 with `WWW-Authenticate` (for `Authorization`) or 403: a server
+    /// that needs a login or a cookie.
+    public var requiredHeaders: [(name: String, contains: String)] = []
+    /// Extra headers on every answer of this route, e.g. `Set-Cookie`.
+    public var responseHeaders: [(String, String)] = []
 
     /// A route that serves `content` with strong validators and no faults.
     public init(content: [UInt8]) {

@@ -76,7 +76,8 @@ struct RouteTable {
             ifRange: request.header("If-Range"),
             conditions: .init(ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since")),
             route: entry.route,
-            history: history
+            history: history,
+            header: request.header
         )
         entry.requestsSeen += 1
         if plan.servesContent {

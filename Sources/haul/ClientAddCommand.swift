@@ -44,7 +44,7 @@ struct AddCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try daemon.connect()
-        let options = self.options(currentDirectory: FileManager.default.currentDirectoryPath)
+        let options = try self.options(currentDirectory: FileManager.default.currentDirectoryPath)
         var refused = false
         for url in urls {
             do throws(ClientFailure) {
@@ -64,8 +64,8 @@ struct AddCommand: AsyncParsableCommand {
 
     /// The aria2 options of every URL. The daemon runs in another folder, so relative paths
     /// are made absolute here.
-    func options(currentDirectory: String) -> [String: JSONValue] {
-        var options = transfer.aria2Options
+    func options(currentDirectory: String) throws -> [String: JSONValue] {
+        var options = try transfer.aria2Options()
         let dir = directory.map { Self.absolute($0, in: currentDirectory) }
         if let dir { options["dir"] = .string(dir) }
         if let output {

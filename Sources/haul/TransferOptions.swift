@@ -89,7 +89,9 @@ struct TransferOptions: ParsableArguments {
 
     /// The same options as aria2 names them, for `haul add` (the daemon applies its defaults
     /// to what is not given).
-    var aria2Options: [String: JSONValue] {
+    ///
+    /// - Throws: `ValidationError` when the header file cannot be read.
+    func aria2Options() throws -> [String: JSONValue] {
         var options: [String: JSONValue] = [:]
         if let connections {
             options["split"] = .string(String(connections))
@@ -98,7 +100,7 @@ struct TransferOptions: ParsableArguments {
         if let minSplitSize { options["min-split-size"] = .string(minSplitSize) }
         if let maxTries { options["max-tries"] = .string(String(maxTries)) }
         if let retryWait { options["retry-wait"] = .string(String(Int(retryWait.rounded(.up)))) }
-        let headers = (try? headerLines()) ?? header
+        let headers = try headerLines()
         if !headers.isEmpty { options["header"] = .array(headers.map { .string($0) }) }
         if let maxDownloadLimit { options["max-download-limit"] = .string(maxDownloadLimit) }
         if overwrite { options["allow-overwrite"] = "true" }

@@ -222,4 +222,52 @@ import Testing
             #expect(t.shutdownRequested.value == 2)
         }
     }
+
+    @Test func networkOptionsUnderAria2sNamesWithPasswordsMasked() async throws {
+        try await RPCFixture.with(connections: 1) { t async throws in
+            var route = Route(content: testBytes(100_000, seed: 3))
+            route.requiredHeaders = [("Authorization", "Basic " + Data("me:pw".utf8).base64EncodedString())]
+            t.server.serve("/login.bin", route)
+            let options: JSONValue = ["http-user": "me", "http-passwd": "pw", "user-agent": "ua/1", "referer": "*", "max-redirect": "3"]
+            let gid = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))], options]).string)
+            try await t.waitFor(gid) { $0["status"] == "complete" }
+            #expect(t.server.stats("/login.bin").requests.allSatisfy {
+                $0.header("User-Agent") == "ua/1" && $0.header("Referer") == .some(t.server.url("/login.bin"))
+            })
+            let shown = try await t.call("aria2.getOption", [.string(gid)])
+            #expect(shown["http-user"] == "me" && shown["http-passwd"] == "********" && shown["max-redirect"] == "3")
+            #expect(shown["check-certificate"] == "true" && shown["user-agent"] == "ua/1")
+
+            // Credentials in a URL never come back out.
+            let secretURL = t.server.url("/login.bin").replacingOccurrences(of: "http://", with: "http://me:pw@")
+            let second = try #require(try await t.call("aria2.addUri", [[.string(secretURL)], ["out": "second.bin"]]).string)
+            let status = try await t.waitFor(second) { $0["status"] == "complete" }
+            #expect(!"\(status)".contains("pw@"))
+            #expect(status["files"]?.array?.first?["uris"]?.array?.first?["uri"] == .string(t.server.url("/login.bin")))
+
+            // An option Haul does not know is an error that names it, not silently dropped.
+            #expect(await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["bt-max-peers": "5"]])
+                == "option bt-max-peers is not supported by Haul")
+            #expect(await t.failure("aria2.changeGlobalOption", [["ftp-passwd": "x"]]) == "option ftp-passwd is not supported by Haul")
+            #expect(await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["ca-certificate": "ca.pem"]])
+                == "option ca-certificate must be an absolute path, not ca.pem")
+            #expect(await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["all-proxy": "gopher://p"]])
+                == "unsupported proxy type gopher://: use http:// or socks5:// (gopher://p)")
+
+            // A global proxy applies to new downloads; its password is not shown.
+            let port = try closedPort()
+            #expect(try await t.call("aria2.changeGlobalOption", [["all-proxy": .string("http://u:hidden@127.0.0.1:\(port)"),
+                                                                     "check-certificate": "false"]]) == "OK")
+            let global = try await t.call("aria2.getGlobalOption")
+            #expect(global["all-proxy"] == .string("http://127.0.0.1:\(port)") && global["check-certificate"] == "false")
+            #expect(!"\(global)".contains("hidden"))
+            let proxied = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["out": "third.bin", "max-tries": "1"]]).string)
+            let failed = try await t.waitFor(proxied) { $0["status"] == "error" }
+            #expect(failed["errorMessage"] == .string("cannot connect to the proxy 127.0.0.1:\(port): Connection refused"))
+            // And no-proxy on one download goes around it.
+            let direct = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))],
+                                                                       ["out": "fourth.bin", "no-proxy": "127.0.0.1", "http-user": "me", "http-passwd": "pw"]]).string)
+            try await t.waitFor(direct) { $0["status"] == "complete" }
+        }
+    }
 }

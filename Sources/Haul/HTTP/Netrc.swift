@@ -2,7 +2,8 @@ import Foundation
 
 /// Credentials from a `.netrc` file, read as curl and aria2 read it: `machine HOST login USER
 /// password PASS` entries (tokens separated by any whitespace), a `default` entry for every
-/// other host, `macdef` blocks skipped up to the next empty line.
+/// other host, `macdef` blocks skipped up to the next empty line, values in double quotes
+/// when they hold spaces.
 struct Netrc: Sendable {
     private var machines: [String: (login: String, password: String)] = [:]
     private var fallback: (login: String, password: String)?
@@ -24,10 +25,10 @@ struct Netrc: Sendable {
 
     init(parsing text: String) {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
-        var tokens: [Substring] = []
+        var tokens: [String] = []
         // macdef bodies run to the next empty line and are not tokens.
         while let line = lines.popFirst() {
-            let words = line.split(whereSeparator: \.isWhitespace)
+            let words = Self.tokens(line)
             if let index = words.firstIndex(of: "macdef") {
                 tokens += words[..<index]
                 while let body = lines.popFirst(), !body.allSatisfy(\.isWhitespace) {}
@@ -45,7 +46,7 @@ struct Netrc: Sendable {
         }
         while index < tokens.count {
             let token = tokens[index]
-            let value = index + 1 < tokens.count ? String(tokens[index + 1]) : ""
+            let value = index + 1 < tokens.count ? tokens[index + 1] : ""
             switch token {
             case "machine":
                 finish()
@@ -73,5 +74,38 @@ struct Netrc: Sendable {
     /// The login and password for `host`, or the `default` entry's.
     func credentials(for host: String) -> (login: String, password: String)? {
         machines[host.lowercased()] ?? fallback
+    }
+
+    /// The words of one line: separated by whitespace, or in double quotes with `\"`, `\\`,
+    /// `\n`, `\r` and `\t` escapes (as curl reads them), so a password may hold spaces.
+    static func tokens(_ line: Substring) -> [String] {
+        var tokens: [String] = []
+        var characters = line.makeIterator()
+        var current: String?
+        while let character = characters.next() {
+            if character == "\"", current == nil {
+                var quoted = ""
+                while let next = characters.next(), next != "\"" {
+                    guard next == "\\", let escaped = characters.next() else {
+                        quoted.append(next)
+                        continue
+                    }
+                    switch escaped {
+                    case "n": quoted.append("\n")
+                    case "r": quoted.append("\r")
+                    case "t": quoted.append("\t")
+                    default: quoted.append(escaped)
+                    }
+                }
+                tokens.append(quoted)
+            } else if character.isWhitespace {
+                if let word = current { tokens.append(word) }
+                current = nil
+            } else {
+                current = (current ?? "") + String(character)
+            }
+        }
+        if let word = current { tokens.append(word) }
+        return tokens
     }
 }

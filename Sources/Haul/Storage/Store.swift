@@ -20,6 +20,8 @@ final class Store: Sendable {
         } catch {
             throw DownloadError.io("cannot create state folder \(directory): \((error as NSError).localizedDescription)")
         }
+        // A folder made by an older version, or by hand, is closed to others too.
+        chmod(directory, 0o700)
         path = (directory as NSString).appendingPathComponent("state.sqlite")
         var configuration = Configuration()
         // Another `haul` may be committing at the same moment; wait rather than fail.
@@ -29,6 +31,8 @@ final class Store: Sendable {
         do {
             if !FileManager.default.fileExists(atPath: path) {
                 FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            } else {
+                chmod(path, 0o600)
             }
             let pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)

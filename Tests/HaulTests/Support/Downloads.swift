@@ -14,8 +14,9 @@ struct Harness {
 
     var stateDirectory: String { directory.file("state") }
 
-    func downloader() throws -> Downloader {
+    func downloader(saveCookies: String? = nil) throws -> Downloader {
         var configuration = Downloader.Configuration(stateDirectory: stateDirectory)
+        configuration.saveCookies = saveCookies
         configuration.clock = clock
         configuration.stallTimeout = stallTimeout
         configuration.random = { 0.5 }

@@ -20,11 +20,20 @@ struct HaulProcess {
         return root.appendingPathComponent(".build/debug/haul").path
     }
 
-    init(_ arguments: [String], in directory: String, stderrFile: String? = nil, stdoutFile: String? = nil) throws {
+    static let proxyVariables: Set<String> = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
+
+    /// - Parameter environment: variables set (or, with nil, unset) on top of the test's own,
+    ///   from which the proxy variables are taken out.
+    init(_ arguments: [String], in directory: String, stderrFile: String? = nil, stdoutFile: String? = nil,
+         environment: [String: String?] = [:]) throws {
         self.stderrFile = stderrFile
         self.stdoutFile = stdoutFile
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = arguments
+        // Loopback tests go direct whatever proxy the machine's environment names.
+        var merged = ProcessInfo.processInfo.environment.filter { !Self.proxyVariables.contains($0.key.lowercased()) }
+        for (name, value) in environment { merged[name] = value }
+        process.environment = merged
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         if let stderrFile {
             FileManager.default.createFile(atPath: stderrFile, contents: nil)
@@ -74,11 +83,11 @@ struct HaulProcess {
     }
 
     /// Runs to the end (at most `timeout`) and returns the exit status, stdout and stderr.
-    static func capture(_ arguments: [String], in directory: String,
+    static func capture(_ arguments: [String], in directory: String, environment: [String: String?] = [:],
                         timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
         let stdoutFile = (NSTemporaryDirectory() as NSString).appendingPathComponent("haul-stdout-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(atPath: stdoutFile) }
-        let haul = try HaulProcess(arguments, in: directory, stdoutFile: stdoutFile)
+        let haul = try HaulProcess(arguments, in: directory, stdoutFile: stdoutFile, environment: environment)
         let (status, stderr) = try await haul.finish(timeout: timeout)
         return (status, haul.stdout, stderr)
     }

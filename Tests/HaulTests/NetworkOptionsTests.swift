@@ -1,0 +1,206 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// The rules behind the network options: which proxy a URL takes, what a proxy URL may be,
+/// how URLs are shown, how `.netrc` and cookie files read; and the transport's failures as
+/// one line of words, one try each.
+@Suite struct NetworkOptionsTests {
+    @Test func theEnvironmentIsReadAsCurlReadsIt() throws {
+        let settings = ProxySettings.environment([
+            "HTTP_PROXY": "http://cgi-injected:1", "https_proxy": "", "HTTPS_PROXY": "http://secure:3128",
+            "ALL_PROXY": "socks5h://all:1080", "no_proxy": "internal.example, .corp.example,10.0.0.1",
+        ])
+        // Upper-case HTTP_PROXY is ignored (a CGI caller can set it); empty values are unset.
+        #expect(settings.http == nil)
+        #expect(settings.https == "http://secure:3128")
+        #expect(settings.all == "socks5h://all:1080")
+        #expect(settings.noProxy == ["internal.example", ".corp.example", "10.0.0.1"])
+
+        #expect(try settings.server(scheme: "http", host: "a.example") == ProxyServer(parsing: "socks5h://all:1080"))
+        #expect(try settings.server(scheme: "https", host: "a.example")?.host == "secure")
+        for direct in ["internal.example", "x.internal.example", "corp.example", "deep.a.corp.example", "10.0.0.1", "INTERNAL.example"] {
+            #expect(try settings.server(scheme: "https", host: direct) == nil, "\(direct)")
+        }
+        for proxied in ["notinternal.example", "example", "10.0.0.10"] {
+            #expect(try settings.server(scheme: "https", host: proxied) != nil, "\(proxied)")
+        }
+        #expect(try ProxySettings(all: "http://p:1", noProxy: ["*"]).server(scheme: "http", host: "any") == nil)
+        #expect(try ProxySettings(all: "http://p:1", noProxy: ["::1"]).server(scheme: "http", host: "[::1]") == nil)
+    }
+
+    @Test func proxyURLsAreParsedOrRefusedInOneLine() throws {
+        let plain = try ProxyServer(parsing: "proxy.example")
+        #expect(plain.kind == .http && plain.host == "proxy.example" && plain.port == 80)
+        let withUser = try ProxyServer(parsing: "http://me:p%40ss@[::1]:3128")
+        #expect(withUser.host == "::1" && withUser.port == 3128 && withUser.user == "me" && withUser.password == "p@ss")
+        #expect(try ProxyServer(parsing: "socks5://127.0.0.1").port == 1080)
+
+        var options = ProxySettings(all: "http://p:8080")
+        options.user = "u"
+        options.password = "pw"
+        let server = try #require(try options.server(scheme: "http", host: "h"))
+        #expect(server.user == "u" && server.password == "pw")
+
+        let refusals: [(String, String)] = [
+            ("https://me:secret@p:443", "TLS to the proxy itself (https:// proxy URLs) is not supported (https://p:443); use http://"),
+            ("socks5://me:secret@p", "SOCKS5 proxies with a user name are not supported (socks5://p); use one without, or an HTTP proxy"),
+            ("ftp://p", "unsupported proxy type ftp://: use http:// or socks5:// (ftp://p)"),
+            ("http://", "not a proxy URL: http://"),
+        ]
+        for (text, message) in refusals {
+            #expect(throws: DownloadError.invalidRequest(message)) { try ProxyServer(parsing: text) }
+        }
+    }
+
+    @Test func urlsAreShownWithoutTheirCredentials() {
+        let cases = [
+            ("https://user:pass@host/a@b", "https://host/a@b"),
+            ("http://user@host:8080/x?y=@z", "http://host:8080/x?y=@z"),
+            ("http://a:b@c@host/", "http://host/"),
+            ("http://host/no/credentials", "http://host/no/credentials"),
+            ("not a url", "not a url"),
+        ]
+        for (url, shown) in cases { #expect(URLRedaction.redact(url) == shown) }
+        #expect(URLRedaction.credentials("http://us%20er:p%3Ass@h/")! == ("us er", "p:ss"))
+        #expect(URLRedaction.credentials("http://h/a@b") == nil)
+        var request = DownloadRequest(url: "http://u:secret@h/f", directory: "/tmp")
+        #expect(request.displayURL == "http://h/f")
+        request.url = "http://h/f"
+        #expect(request.displayURL == request.url)
+    }
+
+    @Test func netrcReadsEntriesDefaultsQuotesAndSkipsMacros() {
+        let netrc = Netrc(parsing: """
+            machine a.example login alice password "two words \\"quoted\\""
+            macdef upload
+            put file
+            machine not.a.machine login mallory password x
+
+            machine B.example
+              login bob
+              account ignored
+              password b0b
+            default login anonymous password guest
+            machine a.example login second password ignored
+            """)
+        #expect(netrc.credentials(for: "a.example")! == ("alice", "two words \"quoted\""))
+        #expect(netrc.credentials(for: "b.EXAMPLE")! == ("bob", "b0b"))
+        #expect(netrc.credentials(for: "not.a.machine")! == ("anonymous", "guest"))
+        #expect(Netrc(parsing: "machine a login b password c").credentials(for: "other") == nil)
+    }
+
+    @Test func cookieFilesReadAsCurlWgetAndAria2WriteThem() {
+        let cookies = CookieStore.parse("""
+            # Netscape HTTP Cookie File
+            .example.com\tTRUE\t/\tFALSE\t0\tall\t1
+            #HttpOnly_www.example.com\tFALSE\t/app\tTRUE\t4102444800\tsecret\ta\tb
+            www.example.com\tFALSE\t/\tFALSE\t1\texpired\tx
+            broken line
+            """)
+        #expect(cookies.count == 3)
+        let store = CookieStore()
+        store.receive([], from: URLComponents())
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("cookies-\(UUID().uuidString)").path
+        defer { unlink(file) }
+        FileManager.default.createFile(atPath: file, contents: Data("""
+            .example.com\tTRUE\t/\tFALSE\t0\tall\t1
+            #HttpOnly_www.example.com\tFALSE\t/app\tTRUE\t4102444800\tsecret\ta\tb
+            www.example.com\tFALSE\t/\tFALSE\t1\texpired\tx
+            """.utf8))
+        #expect(throws: Never.self) { try store.load(file) }
+        func header(_ url: String) -> String? { store.header(for: URLComponents(string: url)!) }
+        #expect(header("https://www.example.com/app/x") == "secret=a\tb; all=1")
+        #expect(header("http://www.example.com/app/x") == "all=1", "secure cookies need https")
+        #expect(header("https://www.example.com/application") == "all=1", "a path matches on a / boundary")
+        #expect(header("https://sub.example.com/") == "all=1")
+        #expect(header("https://example.org/") == nil)
+
+        // A server's cookie for another domain is ignored; one for a parent domain is kept.
+        store.receive(["evil=1; Domain=other.example", "parent=1; Domain=example.com; Path=/"], from: URLComponents(string: "https://www.example.com/")!)
+        #expect(header("https://other.example/") == nil)
+        #expect(header("https://x.example.com/")?.contains("parent=1") == true)
+    }
+
+    @Test func aRefusedConnectionIsOneTryInOneLine() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        let port = try closedPort()
+        let error = try #require(try await harness.download(harness.request("http://127.0.0.1:\(port)/f.bin", file: "f.bin") {
+            $0.maxTries = 3
+            $0.retryWait = .seconds(2)
+        }).failure)
+        #expect(error.kind == .network)
+        #expect(error.message == "cannot connect to 127.0.0.1: Connection refused")
+        // Three tries, two waits between them, each as asked: no hidden retrying inside a try.
+        #expect(harness.clock.retryWaits.count == 2)
+        #expect(!harness.directory.exists("f.bin") && !harness.directory.exists("f.bin.part"))
+    }
+
+    @Test func aNameThatDoesNotResolveAndAProxyThatRefusesSaySo() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        server.serve("/f.bin", Route(content: testBytes(1000)))
+        let port = try closedPort()
+
+        let unknown = try #require(try await harness.download(harness.request("http://no-such-host.invalid/f.bin", file: "a.bin") {
+            $0.maxTries = 1
+        }).failure)
+        #expect(unknown.message == "cannot resolve the name no-such-host.invalid")
+
+        let refused = try #require(try await harness.download(harness.request(server.url("/f.bin"), file: "b.bin") {
+            $0.maxTries = 1
+            $0.network.proxy = ProxySettings(all: "http://user:secret@127.0.0.1:\(port)")
+        }).failure)
+        #expect(refused.message == "cannot connect to the proxy 127.0.0.1:\(port): Connection refused")
+        #expect(!refused.description.contains("secret"))
+
+        // The same proxy, bypassed for this host: the download goes direct.
+        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "c.bin") {
+            $0.network.proxy = ProxySettings(all: "http://127.0.0.1:\(port)", noProxy: ["127.0.0.1"])
+        }).get()
+        #expect(harness.directory.contents("c.bin") == testBytes(1000))
+        try await server.shutdown()
+    }
+
+    @Test func badOptionsAreRefusedBeforeAnyConnection() {
+        var request = DownloadRequest(url: "https://h/f", directory: "/tmp")
+        let cases: [((inout DownloadRequest) -> Void, String)] = [
+            ({ $0.network.proxy.all = "ftp://p" }, "unsupported proxy type ftp://: use http:// or socks5:// (ftp://p)"),
+            ({ $0.network.tls.caCertificate = "/no/such/ca.pem" }, "cannot read the CA certificate file /no/such/ca.pem"),
+            ({ $0.network.tls.certificate = "/etc/hostname" }, "a client certificate needs both --certificate and --private-key"),
+            ({ $0.network.password = "x" }, "a password needs a user name (--http-user)"),
+            ({ $0.network.userAgent = "a\r\nX-Injected: 1" }, "the user agent contains control characters"),
+            ({ $0.network.cookieFile = "/no/such/cookies" }, "cannot read the cookie file /no/such/cookies"),
+            ({ $0.network.maxRedirects = 1000 }, "max redirects must be between 0 and 100, not 1000"),
+        ]
+        for (change, message) in cases {
+            var changed = request
+            change(&changed)
+            #expect(throws: DownloadError.invalidRequest(message)) { try changed.validate() }
+        }
+        request.network.tls.verify = false
+        #expect(throws: Never.self) { try request.validate() }
+    }
+}
+
+/// A loopback port nothing listens on (bound, then closed).
+func closedPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EMFILE) }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+        }
+    }
+    guard bound else { throw POSIXError(.EADDRINUSE) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
