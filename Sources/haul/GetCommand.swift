@@ -176,7 +176,7 @@ struct GetCommand: AsyncParsableCommand {
             Terminal.error("\(error)")
             failures.append(.io("\(error)"))
         }
-        failures += finished.compactMap(\.error)
+        failures += finished
         if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
     }
 

@@ -63,21 +63,54 @@ final class ProgressDisplay: Sendable {
         }
     }
 
-    /// Clears the live lines, prints what is left to say, and returns every download as it ended.
-    func finish() async -> [DownloadManager.Download] {
-        let all = await manager.downloads()
-        let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        let downloads = state.withLock { $0.ids }.compactMap { byID[$0] }
+    /// Clears the live lines, prints what is left to say, and returns the errors of the
+    /// downloads that failed. A long list is read a page at a time: the summary of 100,000
+    /// needs their counts and the few rows that did not go well, not all of them at once.
+    func finish() async -> [DownloadError] {
         Terminal.clearDisplay()
         await reportNewFailures()
-        guard !quiet else { return downloads }
-        if downloads.count == 1, let only = downloads.first, let result = only.result {
-            Terminal.write(savedLine(result, elapsed: elapsed(only)) + "\n")
-        } else if downloads.count > 1 {
-            Terminal.write(summaryTable(downloads))
+        let ids = state.withLock { $0.ids }
+        if ids.count <= Self.tableRows {
+            var downloads: [DownloadManager.Download] = []
+            for id in ids { if let download = await manager.download(id) { downloads.append(download) } }
+            if !quiet {
+                if downloads.count == 1, let only = downloads.first, let result = only.result {
+                    Terminal.write(savedLine(result, elapsed: elapsed(only)) + "\n")
+                } else if downloads.count > 1 {
+                    let complete = downloads.filter { $0.status == .completed }
+                    Terminal.write(summaryTable(downloads, complete: complete.count, of: downloads.count,
+                                                saved: complete.reduce(0) { $0 + ($1.result?.bytes ?? 0) }))
+                }
+            }
+            return downloads.compactMap(\.error)
         }
-        return downloads
+        // The manager holds only this command's downloads: its lists are this command's.
+        var errors: [DownloadError] = []
+        var unfinished: [DownloadManager.Download] = []
+        for list in [DownloadList.stopped, .waiting] {
+            var offset = 0
+            while true {
+                let page = list == .stopped ? await manager.stopped(from: offset, limit: Self.page)
+                                            : await manager.waiting(from: offset, limit: Self.page)
+                for download in page where download.status != .completed {
+                    if let error = download.error { errors.append(error) }
+                    if unfinished.count < Self.tableRows { unfinished.append(download) }
+                }
+                offset += page.count
+                if page.count < Self.page { break }
+            }
+        }
+        if !quiet {
+            let totals = await manager.totals()
+            Terminal.write(summaryTable(unfinished, complete: totals.completed, of: ids.count, saved: totals.bytesDone))
+        }
+        return errors
     }
+
+    private enum DownloadList { case stopped, waiting }
+
+    /// Downloads read from the manager at once.
+    static let page = 1000
 
     /// Prints the failures among the downloads that stopped since the last look.
     private func reportNewFailures() async {
@@ -168,16 +201,14 @@ final class ProgressDisplay: Sendable {
     }
 
     /// NAME, SIZE, TIME, AVG SPEED, RESULT for every download, then a total line.
-    func summaryTable(_ downloads: [DownloadManager.Download]) -> String {
+    /// The table that ends a run of several downloads: a row each (a long list shows only
+    /// those that did not complete), then the count line.
+    func summaryTable(_ downloads: [DownloadManager.Download], complete: Int, of total: Int, saved: Int64) -> String {
         var rows = [["NAME", "SIZE", "TIME", "AVG SPEED", "RESULT"]]
-        var saved: Int64 = 0
         // A long list shows only what did not go well (the count line says the rest).
-        let long = downloads.count > Self.tableRows
-        var shown = 0
-        for download in downloads {
-            if download.status == .completed { saved += download.result?.bytes ?? 0 }
-            if long, download.status == .completed || shown >= Self.tableRows { continue }
-            shown += 1
+        let long = total > Self.tableRows
+        for download in downloads where !(long && download.status == .completed) {
+            if rows.count > Self.tableRows { break }
             let time = elapsed(download)
             switch download.status {
             case .completed:
@@ -194,10 +225,12 @@ final class ProgressDisplay: Sendable {
                              time.map(Format.duration) ?? "-", "-", "stopped"])
             }
         }
-        let nameWidth = min(40, rows.map { $0[0].count }.max() ?? 4)
-        var text = Table.render(rows.map { [Self.fit($0[0], nameWidth)] + $0.dropFirst() }, rightAligned: [1, 2, 3])
-        let ok = downloads.count { $0.status == .completed }
-        text += "\(ok) of \(downloads.count) downloads complete, \(Format.bytes(saved)) in \(Format.duration(.now - startedAt))\n"
+        var text = ""
+        if rows.count > 1 {
+            let nameWidth = min(40, rows.map { $0[0].count }.max() ?? 4)
+            text = Table.render(rows.map { [Self.fit($0[0], nameWidth)] + $0.dropFirst() }, rightAligned: [1, 2, 3])
+        }
+        text += "\(complete) of \(total) downloads complete, \(Format.bytes(saved)) in \(Format.duration(.now - startedAt))\n"
         return text
     }
 

@@ -46,7 +46,34 @@ import Testing
         #expect(finishedBefore.map { server.stats("/f\($0).bin").bodyBytesSent } == bodiesBefore)
         let missing = (Self.count - finishedBefore.count) * Self.size
         #expect(sent <= missing, "the rerun fetched \(sent) bytes for \(missing) missing")
-        #expect(stderr.contains("NAME") && stderr.contains("\(Self.count) of \(Self.count) downloads complete"))
+        // A long list that went well ends with its count line alone.
+        #expect(!stderr.contains("NAME") && stderr.contains("\(Self.count) of \(Self.count) downloads complete"))
         #expect(!FileManager.default.fileExists(atPath: dir.file("out/f0.bin.part")))
+    }
+
+    @Test func aLongListsSummaryShowsOnlyWhatWentWrong() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var list = ""
+        for index in 0..<120 {
+            var route = Route(content: testBytes(1000, seed: UInt64(index)))
+            if index % 40 == 7 { route.status = 404 }
+            server.serve("/f\(index).bin", route)
+            list += "\(server.url("/f\(index).bin"))\n"
+        }
+        try dir.write("list.txt", Array(list.utf8))
+
+        let (status, stderr) = try await HaulProcess.run(["get", "-i", "list.txt", "-j", "16", "-d", "out", "--state-dir", dir.file("state")],
+                                                         in: dir.path)
+        try await server.shutdown()
+
+        #expect(status == 8)
+        // Each failure once as it happened, and once in the table.
+        let lines = stderr.split(separator: "\n")
+        #expect(lines.count { $0.hasPrefix("haul: ") && $0.hasSuffix(".bin: 404 Not Found") } == 3, "\(stderr)")
+        #expect(lines.count { $0.hasSuffix("failed: 404 Not Found") } == 3, "\(stderr)")
+        #expect(stderr.contains("NAME") && stderr.contains("117 of 120 downloads complete"))
+        #expect(!stderr.contains("f0.bin"))
     }
 }

@@ -87,7 +87,17 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// This download's own rate limit in bytes per second, on top of the downloader's global one.
     public var rateLimit: Int64?
     /// Proxies, TLS trust, credentials, cookies and identity.
-    public var network = NetworkOptions()
+    public var network: NetworkOptions {
+        get { networkBox.value }
+        set {
+            guard newValue != networkBox.value else { return }
+            networkBox = newValue == NetworkBox.standard.value ? .standard : NetworkBox(newValue)
+        }
+    }
+
+    /// ``network``, held once for all the copies of a request: the requests of a list of
+    /// 100,000 made from one command line share one.
+    private var networkBox = NetworkBox.standard
 
     /// The URL as it may be shown: without the credentials it may carry.
     public var displayURL: String { URLRedaction.redact(url) }
@@ -111,6 +121,27 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
         rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
         network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case url, destination, headers, checksum, maxTries, retryWait, overwrite, connections, minimumSplitSize, rateLimit, network
+    }
+
+    /// Writes what differs from the defaults (the network options only when set): each stored
+    /// row carries its request.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(url, forKey: .url)
+        try container.encode(destination, forKey: .destination)
+        if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
+        try container.encodeIfPresent(checksum, forKey: .checksum)
+        try container.encode(maxTries, forKey: .maxTries)
+        try container.encode(retryWait, forKey: .retryWait)
+        try container.encode(overwrite, forKey: .overwrite)
+        try container.encode(connections, forKey: .connections)
+        try container.encode(minimumSplitSize, forKey: .minimumSplitSize)
+        try container.encodeIfPresent(rateLimit, forKey: .rateLimit)
+        if networkBox !== NetworkBox.standard { try container.encode(network, forKey: .network) }
     }
 
     /// A request for `url` saved into `directory`.
@@ -168,4 +199,17 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         }
         return request
     }
+}
+
+/// A request's network options behind one reference, compared by value.
+final class NetworkBox: Sendable, Hashable {
+    let value: NetworkOptions
+
+    /// The defaults, shared by every request that changes none.
+    static let standard = NetworkBox(NetworkOptions())
+
+    init(_ value: NetworkOptions) { self.value = value }
+
+    static func == (lhs: NetworkBox, rhs: NetworkBox) -> Bool { lhs === rhs || lhs.value == rhs.value }
+    func hash(into hasher: inout Hasher) { hasher.combine(value) }
 }
