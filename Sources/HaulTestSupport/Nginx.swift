@@ -23,31 +23,22 @@ public final class NginxServer: Sendable {
     /// Looks in `PATH`, then `/usr/sbin`, `/usr/local/sbin` and `/usr/local/nginx/sbin`
     /// (Debian installs to `/usr/sbin`, which is not in a non-root `PATH`).
     public static var executablePath: String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        let candidates = path.split(separator: ":").map { "\($0)/nginx" }
-            + ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+        ServerSupport.findExecutable(
+            "nginx", extraDirectories: ["/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin"])
     }
 
     /// The port nginx listens on, on 127.0.0.1.
     public let port: Int
 
-    private let process: Process
-    /// Write end of nginx's lifeline pipe: closing it (or our process dying) kills nginx.
-    private let lifeline: FileHandle
+    /// nginx itself; a test that forgot stop() does not leave it running (the temp dir is left behind).
+    private let server: ServerProcess
     private let directory: URL
     private let stopped = Mutex(false)
 
-    private init(port: Int, process: Process, lifeline: FileHandle, directory: URL) {
+    private init(port: Int, server: ServerProcess, directory: URL) {
         self.port = port
-        self.process = process
-        self.lifeline = lifeline
+        self.server = server
         self.directory = directory
-    }
-
-    deinit {
-        // A test that forgot stop() must not leave nginx running; the temp dir is left behind.
-        if !stopped.withLock({ $0 }) { try? lifeline.close() }
     }
 
     /// Starts nginx serving the folder `root` on a free port of 127.0.0.1.
@@ -62,25 +53,25 @@ public final class NginxServer: Sendable {
     ///   when nginx exits or does not listen in time (the message quotes its error log).
     public static func start(root: String, limitRate: Int? = nil) async throws -> NginxServer {
         guard let nginx = executablePath else { throw NginxServerError.notInstalled }
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("haul-nginx-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try ServerSupport.makeDirectory("haul-nginx")
         do {
             var failure = NginxServerError.didNotStart
             for _ in 1...3 {
-                let port = try await freePort()
+                let port = try await ServerSupport.freePort()
                 let config = configuration(root: root, port: port, limitRate: limitRate, directory: directory.path)
                 try config.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
                 try? FileManager.default.removeItem(at: directory.appendingPathComponent("nginx.pid"))
-                let (process, lifeline) = try launch(nginx, directory: directory)
-                if await waitUntilListening(process: process, port: port, directory: directory) {
-                    return NginxServer(port: port, process: process, lifeline: lifeline, directory: directory)
+                let dir = directory.path
+                let server = try ServerProcess.launch(
+                    nginx, arguments: ["-p", dir + "/", "-c", dir + "/nginx.conf", "-e", dir + "/error.log"],
+                    name: "nginx")
+                if await waitUntilListening(server, port: port, directory: directory) {
+                    return NginxServer(port: port, server: server, directory: directory)
                 }
                 // Exiting early is what a lost port race looks like; hanging is not, so no retry.
-                let hung = process.isRunning
-                try? lifeline.close()
-                _ = await waitForExit(process, seconds: 5)
-                failure = .didNotStart(port: port, log: errorLogTail(directory))
+                let hung = server.isRunning
+                await server.stop()
+                failure = .didNotStart(port: port, log: ServerSupport.tail(directory.appendingPathComponent("error.log")))
                 if hung { break }
             }
             throw failure
@@ -121,13 +112,7 @@ public final class NginxServer: Sendable {
     /// Calling it again does nothing.
     public func stop() async {
         guard stopped.withLock({ old in defer { old = true }; return !old }) else { return }
-        // The watcher kills nginx while it is still our unreaped child, so its pid cannot have
-        // been reused yet.
-        try? lifeline.close()
-        if !(await Self.waitForExit(process, seconds: 5)) {
-            kill(process.processIdentifier, SIGKILL)
-            _ = await Self.waitForExit(process, seconds: 2)
-        }
+        await server.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 }
@@ -167,86 +152,20 @@ extension NginxServer {
             """
     }
 
-    /// Runs nginx, plus a watcher shell that kills it once the lifeline pipe closes: Foundation's
-    /// `Process` does not kill children when the test process dies, and a leftover nginx would hold
-    /// its port and, worse, a CI runner's pipes.
-    ///
-    /// The kill is SIGKILL because a child spawned from a Dispatch worker thread inherits that
-    /// thread's signal mask, which blocks SIGTERM, SIGINT, SIGQUIT and SIGCHLD; nginx without a
-    /// master process never unblocks them, and a shell's `wait` would never return. `read` needs
-    /// no signal, and a throwaway server needs no graceful shutdown.
-    private static func launch(_ nginx: String, directory: URL) throws -> (Process, FileHandle) {
-        let dir = directory.path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: nginx)
-        process.arguments = ["-p", dir + "/", "-c", dir + "/nginx.conf", "-e", dir + "/error.log"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-
-        let watcher = Process()
-        watcher.executableURL = URL(fileURLWithPath: "/bin/sh")
-        watcher.arguments = ["-c", #"read _; kill -KILL "$1" 2>/dev/null"#, "haul-nginx-watcher", String(process.processIdentifier)]
-        let pipe = Pipe()
-        watcher.standardInput = pipe
-        watcher.standardOutput = FileHandle.nullDevice
-        watcher.standardError = FileHandle.nullDevice
-        do {
-            try watcher.run()
-        } catch {
-            process.terminate()
-            throw error
-        }
-        try? pipe.fileHandleForReading.close()
-        return (process, pipe.fileHandleForWriting)
-    }
-
     /// Waits until nginx has bound its port (it writes the pid file after binding) and accepts a
     /// connection; false if it exits first or after about 10 s.
-    private static func waitUntilListening(process: Process, port: Int, directory: URL) async -> Bool {
+    private static func waitUntilListening(_ server: ServerProcess, port: Int, directory: URL) async -> Bool {
         for _ in 0..<200 {
-            guard process.isRunning else { return false }
-            if nginxPID(directory) == process.processIdentifier, await accepts(port: port) { return true }
+            guard server.isRunning else { return false }
+            if nginxPID(directory) == server.pid, await ServerSupport.accepts(port: port) { return true }
             try? await Task.sleep(for: .milliseconds(50))
         }
         return false
     }
 
-    private static func accepts(port: Int) async -> Bool {
-        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.milliseconds(500))
-        guard let channel = try? await bootstrap.connect(host: "127.0.0.1", port: port).get() else { return false }
-        try? await channel.close()
-        return true
-    }
-
-    /// A port that was free a moment ago: bind 127.0.0.1:0, read the port, close.
-    private static func freePort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = channel.localAddress?.port
-        try? await channel.close()
-        guard let port else { throw NginxServerError.didNotStart }
-        return port
-    }
-
-    private static func waitForExit(_ process: Process, seconds: Int) async -> Bool {
-        for _ in 0..<(seconds * 20) {
-            guard process.isRunning else { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return !process.isRunning
-    }
-
     private static func nginxPID(_ directory: URL) -> pid_t? {
         let text = try? String(contentsOf: directory.appendingPathComponent("nginx.pid"), encoding: .utf8)
         return text.flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    }
-
-    private static func errorLogTail(_ directory: URL) -> String {
-        let log = (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
-        return log.split(separator: "\n").suffix(3).joined(separator: " | ")
     }
 }
 
