@@ -17,6 +17,18 @@ import Synchronization
 /// // ... fetch nginx.url("/big.bin") (full speed) or nginx.url("/limited/big.bin") (64 KiB/s)
 /// await nginx.stop()
 /// ```
+///
+/// With ``Options`` it also speaks TLS (HTTP/2 by ALPN) and keeps an access log a test reads
+/// back as ``AccessLogEntry`` values, so it can assert which protocol and headers arrived:
+///
+/// ```swift
+/// let certs = try TestCertificates.shared()
+/// let nginx = try await NginxServer.start(root: folder, options: .init(tls: .testServer(certs)))
+/// // ... fetch nginx.url("/a.bin") (https://127.0.0.1:PORT/a.bin), trusting certs.ca.certificate
+/// let entry = try #require(await nginx.accessLog(waitingFor: 1).first)
+/// #expect(entry.serverProtocol == "HTTP/2.0" && entry.status == 200)
+/// await nginx.stop()
+/// ```
 public final class NginxServer: Sendable {
     /// The nginx binary to run, or nil when none is installed.
     ///
@@ -29,19 +41,23 @@ public final class NginxServer: Sendable {
 
     /// The port nginx listens on, on 127.0.0.1.
     public let port: Int
+    /// What the server was started with.
+    public let options: Options
 
     /// nginx itself; a test that forgot stop() does not leave it running (the temp dir is left behind).
     private let server: ServerProcess
-    private let directory: URL
+    let directory: URL
     private let stopped = Mutex(false)
 
-    private init(port: Int, server: ServerProcess, directory: URL) {
+    private init(port: Int, options: Options, server: ServerProcess, directory: URL) {
         self.port = port
+        self.options = options
         self.server = server
         self.directory = directory
     }
 
-    /// Starts nginx serving the folder `root` on a free port of 127.0.0.1.
+    /// Starts nginx serving the folder `root` on a free port of 127.0.0.1, without TLS and
+    /// without an access log.
     ///
     /// Returns once nginx accepts connections (waits at most about 10 s). A port picked free can
     /// be taken by someone else before nginx binds it, so a failed start is retried on a new port.
@@ -52,13 +68,35 @@ public final class NginxServer: Sendable {
     /// - Throws: ``NginxServerError/notInstalled`` without nginx, ``NginxServerError/didNotStart``
     ///   when nginx exits or does not listen in time (the message quotes its error log).
     public static func start(root: String, limitRate: Int? = nil) async throws -> NginxServer {
+        try await start(root: root, options: Options(limitRate: limitRate, accessLog: false))
+    }
+
+    /// Starts nginx serving the folder `root` on a free port of 127.0.0.1 with `options`.
+    ///
+    /// Returns once nginx accepts connections (waits at most about 10 s). A port picked free can
+    /// be taken by someone else before nginx binds it, so a failed start is retried on a new port.
+    ///
+    /// ```swift
+    /// let nginx = try await NginxServer.start(root: folder, options: .init(tls: .testServer(certs)))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - root: The folder to serve; its files must be readable by the current user.
+    ///   - options: TLS, the access log and the rate of `/limited/`; see ``Options``.
+    /// - Throws: ``NginxServerError/notInstalled`` without nginx, ``NginxServerError/invalidOptions``
+    ///   for an option nginx's config cannot carry, ``NginxServerError/didNotStart`` when nginx
+    ///   exits or does not listen in time (the message quotes its error log).
+    public static func start(root: String, options: Options) async throws -> NginxServer {
         guard let nginx = executablePath else { throw NginxServerError.notInstalled }
+        try options.validate()
         let directory = try ServerSupport.makeDirectory("haul-nginx")
         do {
+            let syntax = ListenSyntax(nginxVersion: version(of: nginx))
             var failure = NginxServerError.didNotStart
             for _ in 1...3 {
                 let port = try await ServerSupport.freePort()
-                let config = configuration(root: root, port: port, limitRate: limitRate, directory: directory.path)
+                let config = configuration(
+                    root: root, port: port, options: options, syntax: syntax, directory: directory.path)
                 try config.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
                 try? FileManager.default.removeItem(at: directory.appendingPathComponent("nginx.pid"))
                 let dir = directory.path
@@ -66,7 +104,7 @@ public final class NginxServer: Sendable {
                     nginx, arguments: ["-p", dir + "/", "-c", dir + "/nginx.conf", "-e", dir + "/error.log"],
                     name: "nginx")
                 if await waitUntilListening(server, port: port, directory: directory) {
-                    return NginxServer(port: port, server: server, directory: directory)
+                    return NginxServer(port: port, options: options, server: server, directory: directory)
                 }
                 // Exiting early is what a lost port race looks like; hanging is not, so no retry.
                 let hung = server.isRunning
@@ -91,7 +129,22 @@ public final class NginxServer: Sendable {
     public static func withServer<T>(
         root: String, limitRate: Int? = nil, _ body: (NginxServer) async throws -> T
     ) async throws -> T {
-        let server = try await start(root: root, limitRate: limitRate)
+        try await withServer(root: root, options: Options(limitRate: limitRate, accessLog: false), body)
+    }
+
+    /// Runs `body` with a server started with `options` and stops it afterwards, whether `body`
+    /// returns or throws.
+    ///
+    /// ```swift
+    /// try await NginxServer.withServer(root: folder, options: .init(tls: .testServer(certs))) { nginx in
+    ///     try await download(nginx.url("/a.bin"))
+    ///     #expect(await nginx.accessLog(waitingFor: 1).first?.sslProtocol == "TLSv1.3")
+    /// }
+    /// ```
+    public static func withServer<T>(
+        root: String, options: Options, _ body: (NginxServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(root: root, options: options)
         do {
             let result = try await body(server)
             await server.stop()
@@ -102,9 +155,13 @@ public final class NginxServer: Sendable {
         }
     }
 
-    /// The full URL of `path` on this server, e.g. `url("/a.bin")` is `http://127.0.0.1:PORT/a.bin`.
-    public func url(_ path: String) -> String {
-        "http://127.0.0.1:\(port)\(path)"
+    /// `http` or `https`.
+    public var scheme: String { options.tls == nil ? "http" : "https" }
+
+    /// The full URL of `path` on this server, e.g. `url("/a.bin")` is `http://127.0.0.1:PORT/a.bin`
+    /// (`https://` with TLS). `host` may be `localhost` (the test server certificate names both).
+    public func url(_ path: String, host: String = "127.0.0.1") -> String {
+        "\(scheme)://\(host):\(port)\(path)"
     }
 
     /// Stops nginx, waits (at most a few seconds) until it has exited, and removes its temp directory.
@@ -120,9 +177,28 @@ public final class NginxServer: Sendable {
 extension NginxServer {
     /// nginx's config. `master_process off` keeps a single process, so stopping it is one kill;
     /// `user root` only as root, since nginx warns about `user` otherwise.
-    static func configuration(root: String, port: Int, limitRate: Int?, directory: String) -> String {
+    static func configuration(
+        root: String, port: Int, options: Options, syntax: ListenSyntax, directory: String
+    ) -> String {
         let user = getuid() == 0 ? "user root;" : ""
-        let rate = limitRate.map { "limit_rate \($0);" } ?? ""
+        let rate = options.limitRate.map { "limit_rate \($0);" } ?? ""
+        let accessLog = options.accessLog
+            ? "log_format haul escape=json '\(AccessLogEntry.format)';\n    access_log \"\(directory)/access.log\" haul;"
+            : "access_log off;"
+        var listen = "listen 127.0.0.1:\(port);"
+        var server: [String] = []
+        if let tls = options.tls {
+            switch (syntax, tls.http2) {
+            case (.http2Directive, true): listen = "listen 127.0.0.1:\(port) ssl;\n        http2 on;"
+            case (.listenParameter, true): listen = "listen 127.0.0.1:\(port) ssl http2;"
+            case (_, false): listen = "listen 127.0.0.1:\(port) ssl;"
+            }
+            server += [
+                "ssl_certificate \"\(tls.certificate)\";",
+                "ssl_certificate_key \"\(tls.key)\";",
+                "ssl_protocols TLSv1.2 TLSv1.3;",
+            ]
+        }
         return """
             \(user)
             daemon off;
@@ -132,7 +208,7 @@ extension NginxServer {
             error_log "\(directory)/error.log" warn;
             events { worker_connections 256; }
             http {
-                access_log off;
+                \(accessLog)
                 sendfile on;
                 etag on;
                 default_type application/octet-stream;
@@ -142,14 +218,35 @@ extension NginxServer {
                 uwsgi_temp_path "\(directory)/uwsgi";
                 scgi_temp_path "\(directory)/scgi";
                 server {
-                    listen 127.0.0.1:\(port);
+                    \(listen)
                     root "\(root)";
+                    \(server.joined(separator: "\n        "))
                     location / { }
                     location /limited/ { alias "\(root)/"; \(rate) }
                 }
             }
 
             """
+    }
+
+    /// How this nginx turns HTTP/2 on: `http2 on;` from 1.25.1, `listen … http2` before (Debian
+    /// 12 has 1.22, which knows only the latter; newer ones still take it, with a warning).
+    enum ListenSyntax {
+        case http2Directive, listenParameter
+
+        init(nginxVersion: [Int]?) {
+            guard let version = nginxVersion else { self = .listenParameter; return }
+            self = version.lexicographicallyPrecedes([1, 25, 1]) ? .listenParameter : .http2Directive
+        }
+    }
+
+    /// `nginx -v` says `nginx version: nginx/1.22.1` on stderr.
+    static func version(of nginx: String) -> [Int]? {
+        guard let result = try? ServerSupport.run(nginx, ["-v"], seconds: 10),
+              let slash = result.error.range(of: "nginx/") else { return nil }
+        let digits = result.error[slash.upperBound...].prefix { $0.isNumber || $0 == "." }
+        let parts = digits.split(separator: ".").compactMap { Int($0) }
+        return parts.isEmpty ? nil : parts
     }
 
     /// Waits until nginx has bound its port (it writes the pid file after binding) and accepts a
@@ -171,7 +268,7 @@ extension NginxServer {
 
 /// Why an ``NginxServer`` could not be started.
 public struct NginxServerError: Error, Equatable, CustomStringConvertible {
-    private enum Code { case notInstalled, didNotStart }
+    private enum Code { case notInstalled, didNotStart, invalidOptions }
     private let code: Code
     /// One line saying what failed and what to do.
     public let description: String
@@ -184,6 +281,14 @@ public struct NginxServerError: Error, Equatable, CustomStringConvertible {
     /// nginx exited or did not accept connections in time.
     public static let didNotStart = NginxServerError(
         code: .didNotStart, description: "nginx did not start on 127.0.0.1")
+
+    /// An option nginx's config cannot carry (a cookie name with a dash, a redirect target with a quote…).
+    public static let invalidOptions = NginxServerError(
+        code: .invalidOptions, description: "invalid nginx options")
+
+    static func invalidOptions(_ message: String) -> NginxServerError {
+        NginxServerError(code: .invalidOptions, description: message)
+    }
 
     static func didNotStart(port: Int, log: String) -> NginxServerError {
         NginxServerError(code: .didNotStart, description: "nginx did not start on 127.0.0.1:\(port); its error log ends: \(log)")
