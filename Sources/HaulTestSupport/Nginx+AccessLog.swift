@@ -36,16 +36,23 @@ extension NginxServer {
         public var via: String
         /// `TLSv1.3`, `TLSv1.2`, or `""` without TLS (`$ssl_protocol`).
         public var sslProtocol: String
+        /// `SUCCESS` when the client presented a certificate the client CA signed, `NONE` when it
+        /// presented none, `FAILED:…` otherwise; `""` without TLS or client CA (`$ssl_client_verify`).
+        public var sslClientVerify: String
+        /// The `Location` header nginx answered with (a redirect's target), else `""`.
+        public var location: String
+        /// The `Set-Cookie` header nginx answered with, else `""`.
+        public var setCookie: String
         /// nginx's serial number of the connection: entries with the same number came over one
         /// connection.
         public var connection: Int
 
         /// The log_format, as JSON with `escape=json` (quotes and control bytes escaped).
-        static let format = #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","connection":"$connection"}"#
+        static let format = #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection"}"#
 
         private enum CodingKeys: String, CodingKey {
             case serverProtocol, request, method, uri, status, bodyBytesSent, host, authorization, cookie
-            case userAgent, referer, range, via, sslProtocol, connection
+            case userAgent, referer, range, via, sslProtocol, sslClientVerify, location, setCookie, connection
         }
 
         public init(from decoder: any Decoder) throws {
@@ -72,6 +79,9 @@ extension NginxServer {
             range = try text(.range)
             via = try text(.via)
             sslProtocol = try text(.sslProtocol)
+            sslClientVerify = try text(.sslClientVerify)
+            location = try text(.location)
+            setCookie = try text(.setCookie)
             connection = try number(.connection)
         }
 

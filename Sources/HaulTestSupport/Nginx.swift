@@ -91,6 +91,9 @@ public final class NginxServer: Sendable {
         try options.validate()
         let directory = try ServerSupport.makeDirectory("haul-nginx")
         do {
+            if let credentials = options.basicAuth {
+                try writePasswordFile(credentials, to: directory.appendingPathComponent("htpasswd"))
+            }
             let syntax = ListenSyntax(nginxVersion: version(of: nginx))
             var failure = NginxServerError.didNotStart
             for _ in 1...3 {
@@ -198,6 +201,35 @@ extension NginxServer {
                 "ssl_certificate_key \"\(tls.key)\";",
                 "ssl_protocols TLSv1.2 TLSv1.3;",
             ]
+            if let clientCA = tls.clientCA {
+                server += [
+                    "ssl_client_certificate \"\(clientCA)\";",
+                    "ssl_verify_client optional;",
+                    "ssl_verify_depth 2;",
+                    #"location /mtls/ { alias "\#(root)/"; if ($ssl_client_verify != SUCCESS) { return 403; } }"#,
+                ]
+            }
+        }
+        let auth = #"auth_basic "haul-test"; auth_basic_user_file "\#(directory)/htpasswd";"#
+        if options.basicAuth != nil {
+            server.append(#"location /auth/ { alias "\#(root)/"; \#(auth) }"#)
+        }
+        if let cookie = options.cookie {
+            server += [
+                #"location /cookie/ { alias "\#(root)/"; if ($cookie_\#(cookie.name) != "\#(cookie.value)") { return 403; } }"#,
+                #"location /setcookie/ { add_header Set-Cookie "\#(cookie.name)=\#(cookie.value); Path=/" always; rewrite ^/setcookie/(.*)$ /cookie/$1 redirect; }"#,
+            ]
+        }
+        if let target = options.redirectTarget {
+            server.append(#"location /redirect-to/ { rewrite ^/redirect-to/(.*)$ "\#(target)$1" redirect; }"#)
+            if options.basicAuth != nil {
+                // rewrite runs before auth_basic; try_files runs after it, so the redirect waits
+                // for the right credentials.
+                server += [
+                    #"location /auth/redirect-to/ { \#(auth) try_files /.haul-no-such-file @auth_redirect_to; }"#,
+                    #"location @auth_redirect_to { rewrite ^/auth/redirect-to/(.*)$ "\#(target)$1" redirect; }"#,
+                ]
+            }
         }
         return """
             \(user)
@@ -227,6 +259,21 @@ extension NginxServer {
             }
 
             """
+    }
+
+    /// `user:HASH` with `openssl passwd -apr1` (nginx reads Apache's MD5 hashes), the password
+    /// given on stdin so it shows in no process list.
+    static func writePasswordFile(_ credentials: TestCredentials, to file: URL) throws {
+        guard let openssl = TestCertificates.opensslPath else {
+            throw NginxServerError.invalidOptions(
+                "basicAuth needs openssl to hash the password; install it (apt-get install -y openssl)")
+        }
+        let result = try ServerSupport.run(openssl, ["passwd", "-apr1", "-stdin"], input: Data((credentials.password + "\n").utf8))
+        let hash = String(decoding: result.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard result.status == 0, hash.hasPrefix("$apr1$") else {
+            throw NginxServerError.invalidOptions("openssl passwd -apr1 failed: \(result.error)")
+        }
+        try "\(credentials.user):\(hash)\n".write(to: file, atomically: true, encoding: .utf8)
     }
 
     /// How this nginx turns HTTP/2 on: `http2 on;` from 1.25.1, `listen … http2` before (Debian
