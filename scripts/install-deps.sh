@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Installs what Haul needs (Debian/Ubuntu): SQLite headers for GRDB; with --with-test-servers also
-# what the end-to-end tests talk to: nginx, Chromium (the daemon's web page) and the aria2p
-# client library from PyPI. Does nothing for what is already there.
+# what the end-to-end tests talk to: nginx, tinyproxy (an HTTP proxy; the tinyproxy-bin package,
+# which is the binary without a system service on port 8888), microsocks (a SOCKS5 proxy), openssl
+# (test certificates), curl (the client of the servers' own tests), Chromium (the daemon's web
+# page) and the aria2p client library from PyPI. Does nothing for what is already there.
 set -euo pipefail
 
 packages=()
 dpkg -s libsqlite3-dev >/dev/null 2>&1 || packages+=(libsqlite3-dev)
 if [[ "${1:-}" == "--with-test-servers" ]]; then
     command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || packages+=(nginx)
+    command -v tinyproxy >/dev/null 2>&1 || [[ -x /usr/bin/tinyproxy ]] || packages+=(tinyproxy-bin)
+    command -v microsocks >/dev/null 2>&1 || [[ -x /usr/bin/microsocks ]] || packages+=(microsocks)
+    command -v openssl >/dev/null 2>&1 || packages+=(openssl)
+    command -v curl >/dev/null 2>&1 || packages+=(curl ca-certificates)
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
 fi
