@@ -17,22 +17,25 @@ import Synchronization
 public final class FaultServer: Sendable {
     /// The port the server listens on.
     public let port: Int
+    /// The address it listens on.
+    public let host: String
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
     private let routes: SharedRouteTable
     private let isShutDown = Mutex(false)
 
-    private init(port: Int, group: MultiThreadedEventLoopGroup, channel: any Channel, routes: SharedRouteTable) {
+    private init(port: Int, host: String, group: MultiThreadedEventLoopGroup, channel: any Channel, routes: SharedRouteTable) {
         self.port = port
+        self.host = host
         self.group = group
         self.channel = channel
         self.routes = routes
     }
 
-    /// Binds 127.0.0.1:0 and starts serving.
+    /// Binds `host` (127.0.0.1, or `::1` for IPv6) on a free port and starts serving.
     ///
     /// - Throws: The bind error if no port could be bound.
-    public static func start() async throws -> FaultServer {
+    public static func start(host: String = "127.0.0.1") async throws -> FaultServer {
         // One thread of its own per server: shutting the group down closes every connection,
         // stalled ones included, without tracking them.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -50,12 +53,12 @@ public final class FaultServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(FaultConnectionHandler(routes: routes))
                     }
                 }
-                .bind(host: "127.0.0.1", port: 0)
+                .bind(host: host, port: 0)
                 .get()
             guard let port = channel.localAddress?.port else {
                 throw ChannelError.unknownLocalAddress
             }
-            return FaultServer(port: port, group: group, channel: channel, routes: routes)
+            return FaultServer(port: port, host: host, group: group, channel: channel, routes: routes)
         } catch {
             try? await group.shutdownGracefully()
             throw error
@@ -78,9 +81,9 @@ public final class FaultServer: Sendable {
         }
     }
 
-    /// "http://127.0.0.1:PORT" + path (path starts with "/").
+    /// "http://127.0.0.1:PORT" (or "http://[::1]:PORT") + path (path starts with "/").
     public func url(_ path: String) -> String {
-        "http://127.0.0.1:\(port)\(path)"
+        "http://\(host.contains(":") ? "[\(host)]" : host):\(port)\(path)"
     }
 
     /// Installs or replaces the route for an exact path (query string ignored when matching).

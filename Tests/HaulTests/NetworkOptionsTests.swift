@@ -165,6 +165,25 @@ import Testing
         try await server.shutdown()
     }
 
+    @Test func anIPv6LiteralURLWorksWholeAndSegmented() async throws {
+        let server = try await FaultServer.start(host: "::1")
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(2 << 20, seed: 6)
+        server.serve("/f.bin", Route(content: content))
+        #expect(server.url("/f.bin").hasPrefix("http://[::1]:"))
+
+        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "a.bin")).get()
+        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "b.bin") {
+            $0.connections = 4
+            $0.minimumSplitSize = 256 << 10
+        }).get()
+        try await server.shutdown()
+        #expect(digest(harness.directory.contents("a.bin")) == digest(content))
+        #expect(digest(harness.directory.contents("b.bin")) == digest(content))
+        #expect(server.stats("/f.bin").getCount >= 4)
+    }
+
     @Test func badOptionsAreRefusedBeforeAnyConnection() {
         var request = DownloadRequest(url: "https://h/f", directory: "/tmp")
         let cases: [((inout DownloadRequest) -> Void, String)] = [

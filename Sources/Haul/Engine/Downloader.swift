@@ -153,7 +153,8 @@ public final class Downloader: Sendable {
 
     /// The network side of one download: its proxy, TLS, credentials and the shared cookies.
     func transport(for request: DownloadRequest) -> HTTPTransport {
-        HTTPTransport(clients: clients, cookies: cookies, credentials: credentials, network: request.network, origin: request.url)
+        HTTPTransport(clients: clients, cookies: cookies, credentials: credentials, network: request.network, origin: request.url,
+                      separateConnections: request.connections > 1)
     }
 
     /// The engine for one attempt of a download whose row is `id`.

@@ -6,13 +6,16 @@ import NIOSSL
 import Synchronization
 
 /// The HTTP clients of one ``Downloader``: one for direct connections and one more for each
-/// proxy (and connect timeout) some download asked for, each with its own connection pool.
+/// proxy (connect timeout, HTTP version) some download asked for, each with its own connection pool.
 /// TLS settings are per request, so downloads with different trust share a client.
 final class HTTPClients: Sendable {
     /// What a client is made for.
     struct Route: Hashable, Sendable {
         var proxy: ProxyServer?
         var connectTimeout: Duration
+        /// One request per connection (HTTP/1.1 only): a segmented download's N transfers are
+        /// N connections, not N streams multiplexed on one HTTP/2 connection.
+        var separateConnections = false
     }
 
     private let stallTimeout: Duration

@@ -25,6 +25,8 @@ struct HTTPTransport: Sendable {
     let network: NetworkOptions
     /// The download's URL, as given (it may carry `user:password@`).
     let origin: String
+    /// Each request on a connection of its own (HTTP/1.1): the download is segmented.
+    var separateConnections = false
 
     static func makeClient(stallTimeout: Duration, rateLimit: Int64? = nil,
                            route: HTTPClients.Route = .init(connectTimeout: .seconds(15))) -> HTTPClient {
@@ -38,6 +40,10 @@ struct HTTPTransport: Sendable {
         configuration.connectionPool.retryConnectionEstablishment = false
         // The engine wants the bytes as stored: a gzip'd .tar.gz must stay gzip'd.
         configuration.decompression = .disabled
+        // Over TLS, HTTP/2 where the server offers it, except for a segmented download: `-x N`
+        // is for servers that hold each connection to a rate, which N streams on one
+        // connection would not get around (docs/ARCHITECTURE.md, "HTTP/2").
+        configuration.httpVersion = route.separateConnections ? .http1Only : .automatic
         if let proxy = route.proxy {
             switch proxy.kind {
             case .http:
@@ -57,6 +63,9 @@ struct HTTPTransport: Sendable {
             return AdaptiveRecvByteBufferAllocator(minimum: 1 << 10, initial: min(16 << 10, maximum), maximum: maximum)
         } ?? Self.receiveAllocator
         configuration.http1_1ConnectionDebugInitializer = { channel in
+            channel.setOption(ChannelOptions.recvAllocator, value: allocator)
+        }
+        configuration.http2ConnectionDebugInitializer = { channel in
             channel.setOption(ChannelOptions.recvAllocator, value: allocator)
         }
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
@@ -96,6 +105,11 @@ struct HTTPTransport: Sendable {
                 request.headers.replaceOrAdd(name: "Cookie", value: given.map { $0 + "; " + cookie } ?? cookie)
             }
             let response = try await execute(request, url: current, stallTimeout: stallTimeout)
+            if response.status == .proxyAuthenticationRequired,
+               let proxy = try network.proxy.server(scheme: current.scheme?.lowercased() ?? "http", host: current.host ?? "") {
+                await Self.discard(response.body)
+                throw Self.wantsCredentials(proxy)
+            }
             cookies.receive(response.headers[canonicalForm: "set-cookie"].map(String.init), from: current)
             let status = Int(response.status.code)
             guard Self.redirects.contains(status), let location = response.headers.first(name: "location") else {
@@ -129,7 +143,8 @@ struct HTTPTransport: Sendable {
         let scheme = url.scheme?.lowercased() ?? "http"
         let proxy = try network.proxy.server(scheme: scheme, host: url.host ?? "")
         if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
-        let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout))
+        let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
+                                               separateConnections: separateConnections))
         do {
             return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {
@@ -138,7 +153,8 @@ struct HTTPTransport: Sendable {
                 failure.reason = .untrusted(detail: await TLSFailure.diagnose(host: host, port: url.port ?? 443))
                 throw failure.error(host: host)
             }
-            throw Self.map(error, stallTimeout: stallTimeout, host: url.host ?? "", proxy: proxy, network: network)
+            let port = url.port ?? (scheme == "https" ? 443 : 80)
+            throw Self.map(error, stallTimeout: stallTimeout, host: url.host ?? "", port: port, proxy: proxy, network: network)
         }
     }
 
@@ -154,8 +170,16 @@ struct HTTPTransport: Sendable {
         } catch {}
     }
 
+    /// A proxy's 407: the credentials are missing or refused. Not retried.
+    static func wantsCredentials(_ proxy: ProxyServer) -> DownloadError {
+        let message = proxy.user == nil
+            ? "the proxy \(proxy.host):\(proxy.port) wants credentials: give them in the proxy URL or with --proxy-user and --proxy-passwd"
+            : "the proxy \(proxy.host):\(proxy.port) refused its credentials (\(proxy.user ?? ""))"
+        return DownloadError(kind: .network, message: message)
+    }
+
     /// Turns transport errors into one line a person can act on.
-    static func map(_ error: any Error, stallTimeout: Duration, host: String = "", proxy: ProxyServer? = nil,
+    static func map(_ error: any Error, stallTimeout: Duration, host: String = "", port: Int = 0, proxy: ProxyServer? = nil,
                     network: NetworkOptions = NetworkOptions()) -> DownloadError {
         if let error = error as? DownloadError { return error }
         if error is CancellationError { return .cancelled }
@@ -174,10 +198,13 @@ struct HTTPTransport: Sendable {
                 return .network("the SOCKS proxy \(proxy.map { "\($0.host):\($0.port)" } ?? "") did not answer")
             case .httpProxyHandshakeTimeout:
                 return .network("the proxy \(proxy.map { "\($0.host):\($0.port)" } ?? "") did not answer")
+            case .proxyAuthenticationRequired:
+                return proxy.map(Self.wantsCredentials) ?? .network("a proxy wants credentials")
+            case .invalidProxyResponse:
+                // Not retried: the proxy's rules or its credentials say no, and will again.
+                let through = proxy.map { "the proxy \($0.host):\($0.port)" } ?? "the proxy"
+                return DownloadError(kind: .network, message: "\(through) refused the tunnel to \(host):\(port) (check its rules and credentials)")
             default:
-                if let proxy, "\(error)".contains("proxy") || "\(error)".contains("Proxy") {
-                    return .network("the proxy \(proxy.host):\(proxy.port) refused the connection to \(host) (\(Self.words(error)))")
-                }
                 return .network(Self.words(error))
             }
         }

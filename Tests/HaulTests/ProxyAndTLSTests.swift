@@ -1,0 +1,215 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// Downloads through real proxies (tinyproxy, microsocks) from a real TLS server (nginx with
+/// the test CA): whole and segmented, with credentials, and the one-line errors when a proxy or
+/// a certificate says no. Skipped where those servers are missing, except in CI.
+@Suite(.enabled(if: proxyAndTLSServersInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
+struct ProxyAndTLSTests {
+    static let size = 3 << 20
+    static let content = testBytes(size, seed: 11)
+
+    /// A folder with `f.bin`, and nginx serving it with `options`.
+    func withNginx(_ options: NginxServer.Options = .init(), _ body: (NginxServer, Harness) async throws -> Void) async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        try harness.directory.write("www/f.bin", Self.content, creatingFolders: true)
+        try await NginxServer.withServer(root: harness.directory.file("www"), options: options) { nginx in
+            try await body(nginx, harness)
+        }
+    }
+
+    /// A request for `url` into `name` with `network`, whole or in four segments. (Built from
+    /// values rather than a configuring closure: Swift 6.3.1 in debug ran the wrong one of two
+    /// such closures nested in these async closures.)
+    func request(_ harness: Harness, _ url: String, _ name: String, segmented: Bool = false,
+                 _ network: NetworkOptions = NetworkOptions(), maxTries: Int = 2) -> DownloadRequest {
+        var request = harness.request(url, file: name)
+        request.maxTries = maxTries
+        if segmented {
+            request.connections = 4
+            request.minimumSplitSize = 256 << 10
+        }
+        request.network = network
+        return request
+    }
+
+    /// Network options with these proxies and the test CA trusted.
+    func network(_ proxy: ProxySettings = ProxySettings(), ca: String?) -> NetworkOptions {
+        var network = NetworkOptions()
+        network.proxy = proxy
+        network.tls.caCertificate = ca
+        return network
+    }
+
+    @Test func throughAnHTTPProxyWholeAndSegmentedForHTTPAndHTTPS() async throws {
+        let certs = try TestCertificates.shared()
+        let credentials = TestCredentials(user: "proxyuser", password: "proxy.pass")
+        try await ForwardProxy.withProxy(credentials: credentials) { proxy in
+            for tls in [false, true] {
+                try await withNginx(.init(tls: tls ? .testServer(certs) : nil)) { nginx, harness in
+                    try await throughHTTPProxy(proxy, credentials, nginx, harness, tls: tls, ca: certs.ca.certificate)
+                }
+            }
+        }
+    }
+
+    func throughHTTPProxy(_ proxy: ForwardProxy, _ credentials: TestCredentials, _ nginx: NginxServer, _ harness: Harness,
+                          tls: Bool, ca: String) async throws {
+        let url = nginx.url("/f.bin")
+        // Credentials in the proxy URL, then as options.
+        _ = try await harness.download(request(harness, url, "a.bin", network(ProxySettings(all: proxy.urlWithCredentials), ca: ca))).get()
+        var separate = ProxySettings(http: proxy.url, https: proxy.url)
+        separate.user = credentials.user
+        separate.password = credentials.password
+        _ = try await harness.download(request(harness, url, "b.bin", segmented: true, network(separate, ca: ca))).get()
+        #expect(digest(harness.directory.contents("a.bin")) == digest(Self.content))
+        #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
+
+        // AsyncHTTPClient tunnels http:// URLs with CONNECT too (not absolute-form requests):
+        // one tunnel for the whole download, one per segment.
+        let target = "127.0.0.1:\(nginx.port)"
+        let tunnels = proxy.requests().filter { $0.method == "CONNECT" && $0.target == target }
+        #expect(tunnels.count >= 5, "\(proxy.requests())")
+        // The segmented download kept its four connections through the proxy.
+        let log = await nginx.accessLog(waitingFor: 5)
+        #expect(log.count { !$0.range.isEmpty && $0.status == 206 } >= 4)
+        #expect(log.allSatisfy { $0.sslProtocol.isEmpty != tls })
+    }
+
+    @Test func throughASOCKS5ProxyWholeAndSegmented() async throws {
+        let certs = try TestCertificates.shared()
+        try await SocksProxy.withProxy { socks in
+            for tls in [false, true] {
+                try await withNginx(.init(tls: tls ? .testServer(certs) : nil)) { nginx, harness in
+                    try await throughSOCKS(socks, nginx, harness, ca: certs.ca.certificate)
+                }
+            }
+        }
+    }
+
+    func throughSOCKS(_ socks: SocksProxy, _ nginx: NginxServer, _ harness: Harness, ca: String) async throws {
+        _ = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", network(ProxySettings(all: socks.url), ca: ca))).get()
+        // socks5h: the proxy resolves the name.
+        _ = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "b.bin", segmented: true,
+                                               network(ProxySettings(all: socks.urlResolvingOnProxy), ca: ca))).get()
+        #expect(digest(harness.directory.contents("a.bin")) == digest(Self.content))
+        #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
+        let targets = socks.connections().map(\.target)
+        #expect(targets.contains("127.0.0.1:\(nginx.port)"))
+        #expect(targets.count { $0 == "localhost:\(nginx.port)" } >= 4, "\(targets)")
+    }
+
+    @Test func aProxyThatSaysNoIsOneLineAndNoProxyGoesAround() async throws {
+        let certs = try TestCertificates.shared()
+        try await ForwardProxy.withProxy(credentials: TestCredentials(user: "right", password: "pass")) { proxy in
+            try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
+                try await proxySaysNo(proxy, nginx, harness, ca: certs.ca.certificate)
+            }
+        }
+    }
+
+    func proxySaysNo(_ proxy: ForwardProxy, _ nginx: NginxServer, _ harness: Harness, ca: String) async throws {
+        let url = nginx.url("/f.bin")
+        let noCredentials = try await harness.download(request(harness, url, "a.bin", network(ProxySettings(all: proxy.url), ca: ca))).failure
+        #expect(noCredentials?.message == "the proxy 127.0.0.1:\(proxy.port) wants credentials: give them in the proxy URL or with --proxy-user and --proxy-passwd")
+        let wrongProxy = ProxySettings(all: "http://right:wrong@127.0.0.1:\(proxy.port)")
+        let wrong = try await harness.download(request(harness, url, "b.bin", network(wrongProxy, ca: ca))).failure
+        #expect(wrong?.message == "the proxy 127.0.0.1:\(proxy.port) refused the tunnel to 127.0.0.1:\(nginx.port) (check its rules and credentials)")
+        #expect(wrong?.description.contains("wrong") == false)
+        let bypassed = try await harness.download(request(harness, url, "c.bin", network(ProxySettings(all: proxy.url, noProxy: ["127.0.0.1"]), ca: ca)))
+        #expect(bypassed.failure == nil)
+        #expect(digest(harness.directory.contents("c.bin")) == digest(Self.content))
+    }
+
+    @Test func aPrivateCAIsTrustedWithTheOptionAndHTTP2IsNegotiated() async throws {
+        let certs = try TestCertificates.shared()
+        try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
+            try await privateCA(nginx, harness, ca: certs.ca.certificate)
+        }
+    }
+
+    func privateCA(_ nginx: NginxServer, _ harness: Harness, ca: String) async throws {
+        let untrusted = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", maxTries: 3)).failure
+        #expect(untrusted?.message == "the TLS certificate of 127.0.0.1 is not trusted: it is self-signed or its issuer is unknown; trust its CA with --ca-certificate FILE, or skip the check with --check-certificate=false")
+        #expect(harness.clock.retryWaits.isEmpty, "a certificate is not retried")
+
+        _ = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "b.bin", network(ca: ca))).get()
+        _ = try await harness.download(request(harness, nginx.url("/f.bin"), "c.bin", segmented: true, network(ca: ca))).get()
+        var insecure = NetworkOptions()
+        insecure.tls.verify = false
+        _ = try await harness.download(request(harness, nginx.url("/f.bin"), "d.bin", insecure)).get()
+        for name in ["b.bin", "c.bin", "d.bin"] {
+            #expect(digest(harness.directory.contents(name)) == digest(Self.content), "\(name)")
+        }
+        // One connection speaks HTTP/2; a segmented download's transfers are HTTP/1.1
+        // connections of their own (docs/ARCHITECTURE.md, "HTTP/2").
+        checkProtocols(await nginx.accessLog(waitingFor: 6))
+    }
+
+    func checkProtocols(_ log: [NginxServer.AccessLogEntry]) {
+        let protocols = log.map { "\($0.serverProtocol) \($0.range)" }
+        #expect(protocols.contains("HTTP/2.0 "), "\(protocols)")
+        #expect(log.count { $0.status == 206 && $0.range != "bytes=0-0" && $0.serverProtocol == "HTTP/1.1" } >= 4, "\(protocols)")
+    }
+
+    @Test func expiredWrongNameAndMissingClientCertificatesSaySo() async throws {
+        let certs = try TestCertificates.shared()
+        let ca = certs.ca.certificate
+        try await withNginx(.init(tls: .init(certs.expired))) { nginx, harness in
+            let expired = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", network(ca: ca))).failure
+            #expect(expired?.message.hasPrefix("the TLS certificate of 127.0.0.1 is not trusted: it expired on 20") == true, "\(String(describing: expired))")
+        }
+        try await withNginx(.init(tls: .init(certs.wrongName))) { nginx, harness in
+            let wrongName = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "a.bin", network(ca: ca))).failure
+            #expect(wrongName?.message == "the TLS certificate of localhost is for another name; use the name the certificate is for, or skip the check with --check-certificate=false")
+        }
+        try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
+            try await clientCertificates(nginx, harness, certs)
+        }
+    }
+
+    func clientCertificates(_ nginx: NginxServer, _ harness: Harness, _ certs: TestCertificates) async throws {
+        let refused = try await harness.download(request(harness, nginx.url("/mtls/f.bin"), "a.bin", network(ca: certs.ca.certificate))).failure
+        #expect(refused?.status == 403)
+        var withCertificate = network(ca: certs.ca.certificate)
+        withCertificate.tls.certificate = certs.client.certificate
+        withCertificate.tls.privateKey = certs.client.key
+        _ = try await harness.download(request(harness, nginx.url("/mtls/f.bin"), "b.bin", withCertificate)).get()
+        #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
+        let notPEM = harness.directory.file("www/f.bin")
+        let unreadable = try await harness.download(request(harness, nginx.url("/f.bin"), "c.bin", network(ca: notPEM))).failure
+        #expect(unreadable?.message.hasPrefix("cannot read the CA certificate \(notPEM): ") == true, "\(String(describing: unreadable))")
+    }
+
+    @Test func theCommandLineReadsTheProxyEnvironmentAndSSLCertFile() async throws {
+        let certs = try TestCertificates.shared()
+        try await ForwardProxy.withProxy { proxy in
+            try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
+                try await commandLine(proxy, nginx, harness.directory, ca: certs.ca.certificate)
+            }
+        }
+    }
+
+    func commandLine(_ proxy: ForwardProxy, _ nginx: NginxServer, _ dir: TestDirectory, ca: String) async throws {
+        let (status, _, stderr) = try await HaulProcess.capture(
+            ["get", "-q", "-o", "a.bin", "--state-dir", dir.file("state"), nginx.url("/f.bin")],
+            in: dir.path, environment: ["https_proxy": proxy.url, "SSL_CERT_FILE": ca])
+        #expect(status == 0, "\(stderr)")
+        #expect(digest(dir.contents("a.bin")) == digest(Self.content))
+        #expect(proxy.requests().contains { $0.method == "CONNECT" && $0.target == "127.0.0.1:\(nginx.port)" })
+
+        // -k: a warning line, then the download.
+        let insecure = try await HaulProcess.capture(
+            ["get", "-q", "-k", "-o", "b.bin", "--state-dir", dir.file("state"), nginx.url("/f.bin")], in: dir.path)
+        #expect(insecure.status == 0)
+        #expect(insecure.stderr == "haul: warning: TLS certificates are not checked: anyone on the way can read and change the downloads\n")
+        #expect(digest(dir.contents("b.bin")) == digest(Self.content))
+    }
+}
+
+/// nginx, tinyproxy, microsocks and openssl (`scripts/install-deps.sh --with-test-servers`).
+let proxyAndTLSServersInstalled = NginxServer.executablePath != nil && ForwardProxy.executablePath != nil
+    && SocksProxy.executablePath != nil && TestCertificates.opensslPath != nil
