@@ -122,12 +122,15 @@ extension DownloadManager {
     }
 
     /// Brings in what earlier processes left in this queue for these requests (one query), so
-    /// adding one again finds it. Not needed once ``restore()`` has loaded everything.
+    /// adding one again finds it. Not needed once ``restore()`` has loaded everything. Each
+    /// destination is looked up once: a list added in batches into one folder would otherwise
+    /// read every row of the earlier batches again with each batch.
     private func adopt(_ requests: [DownloadRequest]) async throws(DownloadError) {
         guard !restored else { return }
         var destinations = Set<String>()
         for request in requests where byRequest[RequestKey(destination: request.destination, url: request.url)] == nil {
-            destinations.insert(request.destination.path)
+            let path = request.destination.path
+            if adoptedDestinations.insert(path).inserted { destinations.insert(path) }
         }
         guard !destinations.isEmpty else { return }
         for row in try await store.rows(queue: queue, destinations: destinations) where entries[row.id] == nil {

@@ -100,6 +100,8 @@ public actor DownloadManager {
     var nextFinishOrder: Int64 = 0
     /// Counters continue from what the store holds (read once, before the first add).
     var countersLoaded = false
+    /// Destinations whose rows from earlier processes have been brought in (`adopt`).
+    var adoptedDestinations = Set<String>()
     /// Whether every row of the queue is in memory (after ``restore()``): then adding needs
     /// no lookup in the store.
     var restored = false
