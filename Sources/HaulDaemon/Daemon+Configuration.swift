@@ -32,6 +32,8 @@ extension Daemon {
         /// A rate limit shared by every download (aria2's `--max-overall-download-limit`).
         public var rateLimit: Int64?
         public var stallTimeout: Duration = .seconds(30)
+        /// Where the cookies are written when the daemon stops (aria2's `--save-cookies`).
+        public var saveCookies: String?
         /// aria2's `--on-download-complete` and `--on-download-error`.
         public var onDownloadComplete: String?
         public var onDownloadError: String?

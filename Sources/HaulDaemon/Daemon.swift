@@ -78,6 +78,7 @@ public enum Daemon {
         var engine = Downloader.Configuration(stateDirectory: configuration.stateDirectory)
         engine.rateLimit = configuration.rateLimit
         engine.stallTimeout = configuration.stallTimeout
+        engine.saveCookies = configuration.saveCookies
         engine.logger = logger
         return engine
     }

@@ -49,6 +49,9 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Limit the total download rate, e.g. 2M (bytes per second; K, M, G suffixes; 0 for none).")
     var limitRate: String?
 
+    @Option(help: ArgumentHelp("When the daemon stops, write every cookie (loaded and set by servers) to this file, Netscape format.", valueName: "file"))
+    var saveCookies: String?
+
     @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
     var timeout: Double = 30
 
@@ -92,6 +95,7 @@ struct DaemonCommand: AsyncParsableCommand {
         try transfer.apply(to: &configuration.defaults)
         configuration.rateLimit = limitRate.flatMap { ByteCount.rateLimit($0) ?? nil }
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.saveCookies = saveCookies.map(DownloadRequest.absolutePath)
         configuration.onDownloadComplete = onDownloadComplete
         configuration.onDownloadError = onDownloadError
 

@@ -219,4 +219,30 @@ import Testing
             #expect(calls == ["\(hook) \(ok) 1 \(dir.file("downloads/ok.bin"))", "\(hook) \(missing) 1 \(dir.file("downloads/m.bin"))"])
         }
     }
+
+    @Test func cookiesAreSavedAtShutdownAndTheEnvironmentsProxyIsTheDefault() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try await FaultServer.withServer { server in
+            var login = Route(content: testBytes(1000))
+            login.responseHeaders = [("Set-Cookie", "session=s1; Path=/")]
+            server.serve("/login.bin", login)
+            let port = try closedPort()
+            let saved = dir.file("cookies.txt")
+            // A proxy in the environment is every download's default; no_proxy goes around it.
+            try await DaemonProcess.with(state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads"), "--save-cookies", saved],
+                                         environment: ["http_proxy": "http://127.0.0.1:\(port)"]) { daemon in
+                let global = try await daemon.call("aria2.getGlobalOption")
+                #expect(global["all-proxy"] == nil && global["http-proxy"] == .string("http://127.0.0.1:\(port)"))
+                let proxied = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/login.bin"))], ["out": "a.bin", "max-tries": "1"]]).string)
+                let failed = try await daemon.waitFor(proxied) { $0["status"] == "error" }
+                #expect(failed["errorMessage"] == .string("cannot connect to the proxy 127.0.0.1:\(port): Connection refused"))
+                let direct = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/login.bin"))], ["out": "b.bin", "no-proxy": "127.0.0.1"]]).string)
+                _ = try await daemon.waitFor(direct) { $0["status"] == "complete" }
+                #expect(try await daemon.stop() == 0)
+            }
+            let cookies = try String(contentsOfFile: saved, encoding: .utf8)
+            #expect(cookies.contains("127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\ts1"), "\(cookies)")
+        }
+    }
 }

@@ -57,8 +57,14 @@ extension DownloadManager {
             }
         }
         schedule()
+        // A long list is added faster than its rows are written: past this many, the next
+        // batch waits for the writer, so what waits in memory stays bounded.
+        if store.writer.pendingCount >= Self.pendingRowsLimit { try await store.flush() }
         return results
     }
+
+    /// Rows waiting for the store beyond which adding waits (each costs ~0.8 KB until written).
+    static let pendingRowsLimit = 10_000
 
     private func addOne(_ request: DownloadRequest, priority: Int, dependencies: [ID], replacing: Bool, paused: Bool,
                         requeueExisting: Bool) async throws(DownloadError) -> ID {

@@ -52,7 +52,7 @@ extension DownloadManager {
 
     /// Waits until the attempt of `id`, if one runs, has ended (it reports its end itself).
     func stopped(_ id: ID) async {
-        guard let task = live[id]?.task else { return }
+        guard let task = entries[id]?.live?.task else { return }
         await task.wait()
     }
 
@@ -184,7 +184,7 @@ extension DownloadManager {
         isShutDown = true
         let running = index.active
         for id in running { transition(id) { $0.shutdown() } }
-        let tasks = running.compactMap { live[$0]?.task }
+        let tasks = running.compactMap { entries[$0]?.live?.task }
         let work = Task {
             for task in tasks { await task.wait() }
             // What the transfers recorded on their way out is written before anyone exits.

@@ -120,7 +120,7 @@ extension DownloadManager {
             case .start(let attempt):
                 launch(id, attempt: attempt)
             case .stopTransfer:
-                live[id]?.task?.cancel()
+                entries[id]?.live?.task?.cancel()
             case .releaseHostSlot:
                 hosts.release(1, host: entry.host)
                 transferring -= 1
@@ -132,7 +132,7 @@ extension DownloadManager {
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):
-                if announcement != .started, announcement != .added, live[id] != nil { live[id]?.endedAt = .now }
+                if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = .now }
                 hub.send(event(announcement, for: entry))
             case .discardPartial:
                 if let path = entry.filePath ?? board.progress(of: id)?.destination {
@@ -167,7 +167,6 @@ extension DownloadManager {
         if case .file(let path) = entry.request.destination, byFile[path] == id { byFile[path] = nil }
         store.writer.delete(id)
         board.remove(id)
-        live[id] = nil
         for dependent in index.takeDependents(of: id) where entries[dependent]?.lifecycle.isQueued == true {
             dependencyFailed(dependent, dependency: id, reason: "it was removed")
         }
@@ -239,8 +238,7 @@ extension DownloadManager {
             }
             await self?.attemptEnded(id, attempt: attempt, outcome)
         }
-        live[id, default: Live()].task = task
-        live[id]?.startedAt = .now
+        entries[id]?.live = Live(task: task, startedAt: .now)
     }
 
     /// Every byte of the attempt is in; it no longer counts among the downloads running at once.
@@ -259,7 +257,7 @@ extension DownloadManager {
         case .failure:
             if let path = board.progress(of: id)?.destination { entries[id]?.path = path }
         }
-        live[id]?.task = nil
+        entries[id]?.live?.task = nil
         transition(id) { $0.attemptEnded(attempt, outcome) }
         if let failure = storeFailure ?? hub.storeFailure {
             halt(failure)

@@ -57,6 +57,8 @@ public actor DownloadManager {
         var finishOrder: Int64?
         /// The next attempt asks the server whether a completed file changed.
         var revalidate = false
+        /// Set once it runs in this process.
+        var live: Live?
 
         var key: DownloadQueue.Key {
             DownloadQueue.Key(restored: lifecycle.restoredRunning, priority: priority, position: position, id: id)
@@ -84,8 +86,7 @@ public actor DownloadManager {
     let hosts: HostConnections
     let queue: String
     var maxConcurrent: Int
-    var entries: [ID: Entry] = [:]
-    var live: [ID: Live] = [:]
+    var entries = EntryTable()
     var index = DownloadQueue()
     /// Same URL, same destination: the same download.
     var byRequest: [RequestKey: ID] = [:]
@@ -236,7 +237,7 @@ public actor DownloadManager {
     }
 
     func describe(_ entry: Entry) -> Download {
-        let runtime = live[entry.id]
+        let runtime = entry.live
         let progress = board.progress(of: entry.id)
         let path = entry.path ?? progress?.destination
         return Download(

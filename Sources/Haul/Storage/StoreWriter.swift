@@ -114,6 +114,9 @@ final class StoreWriter: Sendable {
     /// Transactions written so far (for tests: group commits make this much smaller than the changes).
     var transactions: Int { state.withLock { $0.transactions } }
 
+    /// Rows with changes not yet written.
+    var pendingCount: Int { state.withLock { $0.pending.count } }
+
     /// Callers of ``flush()`` waiting now (for tests).
     var flushWaiters: Int { state.withLock { $0.nextWaiters.count + $0.inflightWaiters.count } }
 

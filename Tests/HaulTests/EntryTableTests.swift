@@ -1,0 +1,47 @@
+import Testing
+@testable import Haul
+
+/// The manager's table of downloads behaves as the dictionary it replaces, through every
+/// order of adds, changes and removals (across chunk boundaries).
+@Suite struct EntryTableTests {
+    func entry(_ id: DownloadID, position: Int64) -> DownloadManager.Entry {
+        DownloadManager.Entry(lifecycle: DownloadLifecycle.added(paused: false).0,
+                              request: DownloadRequest(url: "http://h/\(position)", directory: "/tmp"),
+                              priority: 0, position: position, host: "h", dependencies: [], id: id)
+    }
+
+    @Test func matchesADictionaryThroughRandomChanges() {
+        var table = EntryTable()
+        var reference: [DownloadID: Int64] = [:]
+        var random = SystemRandomNumberGenerator()
+        var ids: [DownloadID] = []
+        for step in 0..<20_000 {
+            let choice = random.next() % 10
+            if choice < 6 || ids.isEmpty {
+                let id = DownloadID(rawValue: random.next())
+                table[id] = entry(id, position: Int64(step))
+                reference[id] = Int64(step)
+                ids.append(id)
+            } else if choice < 8 {
+                let id = ids[Int(random.next() % UInt64(ids.count))]
+                table[id]?.position = -Int64(step)
+                reference[id] = reference[id].map { _ in -Int64(step) }
+            } else {
+                let index = Int(random.next() % UInt64(ids.count))
+                let id = ids.remove(at: index)
+                let removed = table.removeValue(forKey: id)
+                #expect(removed?.id == reference.removeValue(forKey: id).map { _ in id })
+            }
+        }
+        #expect(table.count == reference.count)
+        for (id, position) in reference { #expect(table[id]?.position == position && table[id]?.id == id) }
+        var seen = 0
+        for (id, entry) in table {
+            #expect(reference[id] == entry.position)
+            seen += 1
+        }
+        #expect(seen == reference.count)
+        for id in ids { table[id] = nil }
+        #expect(table.isEmpty && Array(table).isEmpty)
+    }
+}
