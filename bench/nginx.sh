@@ -7,6 +7,9 @@
 #                             worker_rlimit_nofile to twice that
 #   NGINX_ACCESS_LOG_FORMAT   an nginx log_format string: with it, every request is logged to
 #                             DIR/access.log in that format (default: no access log)
+#   NGINX_TLS_CERT, NGINX_TLS_KEY
+#                             PEM files: with both, nginx serves HTTPS with HTTP/2 offered by ALPN
+#                             (`listen … ssl http2` before nginx 1.25.1, `http2 on` from it)
 
 NGINX=$(command -v nginx || ls /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx 2>/dev/null | head -n 1 || true)
 NGINX_PID=
@@ -43,7 +46,16 @@ fi )
     uwsgi_temp_path "$dir/uwsgi";
     scgi_temp_path "$dir/scgi";
     server {
-        listen 127.0.0.1:$PORT;
+$( if [[ -n "${NGINX_TLS_CERT:-}" && -n "${NGINX_TLS_KEY:-}" ]]; then
+    if nginx_at_least 1.25.1; then
+        printf '        listen 127.0.0.1:%s ssl;\n        http2 on;\n' "$PORT"
+    else
+        printf '        listen 127.0.0.1:%s ssl http2;\n' "$PORT"
+    fi
+    printf '        ssl_certificate "%s";\n        ssl_certificate_key "%s";\n' "$NGINX_TLS_CERT" "$NGINX_TLS_KEY"
+else
+    printf '        listen 127.0.0.1:%s;\n' "$PORT"
+fi )
         root "$root";
         $( [[ -n "$limit" ]] && echo "limit_rate $limit;" )
     }
@@ -52,7 +64,11 @@ CONF
         "$NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >/dev/null 2>&1 &
         NGINX_PID=$!
         for _ in $(seq 100); do   # up to 10 s
-            curl -s -o /dev/null -I --max-time 1 "http://127.0.0.1:$PORT/" && return 0
+            if [[ -n "${NGINX_TLS_CERT:-}" ]]; then
+                curl -s -k -o /dev/null -I --max-time 1 "https://127.0.0.1:$PORT/" && return 0
+            else
+                curl -s -o /dev/null -I --max-time 1 "http://127.0.0.1:$PORT/" && return 0
+            fi
             kill -0 "$NGINX_PID" 2>/dev/null || break
             sleep 0.1
         done
@@ -61,6 +77,13 @@ CONF
     echo "error: nginx did not start; see $dir/error.log" >&2
     cat "$dir/error.log" >&2
     return 1
+}
+
+# nginx_at_least VERSION: whether the installed nginx is VERSION or newer.
+nginx_at_least() {
+    local have
+    have=$("$NGINX" -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p')
+    [[ "$(printf '%s\n%s\n' "$1" "$have" | sort -V | head -n 1)" == "$1" ]]
 }
 
 stop_nginx() {

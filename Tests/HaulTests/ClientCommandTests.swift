@@ -86,6 +86,32 @@ import Testing
         }
     }
 
+    @Test func addPassesTheNetworkAndRetryOptionsOfHaulGet() async throws {
+        try await withDaemon(["--rpc-secret", "s3cret"]) { t in
+            var route = Route(content: testBytes(5000, seed: 4))
+            route.requiredHeaders = [("Authorization", "Basic " + Data("me:pw".utf8).base64EncodedString()), ("Cookie", "k=v")]
+            t.server.serve("/n.bin", route)
+            let client = t.dir.file("client")
+            try FileManager.default.createDirectory(atPath: client, withIntermediateDirectories: true)
+            try Data("127.0.0.1\tFALSE\t/\tFALSE\t0\tk\tv\n".utf8).write(to: URL(fileURLWithPath: client + "/cookies.txt"))
+            let added = try await t.haul([
+                "add", t.server.url("/n.bin"), "-d", "out", "--http-user", "me", "--http-passwd", "pw", "-U", "agent/2",
+                "--load-cookies", "cookies.txt", "--max-tries", "3", "--retry-wait", "2", "--min-split-size", "2M",
+                "--allow-overwrite", "--connect-timeout", "5", "--max-redirects", "4",
+            ], in: client)
+            #expect(added.status == 0, "\(added.stderr)")
+            let gid = added.stdout.trimmingCharacters(in: .newlines)
+            let options = try await t.daemon.call("aria2.getOption", [.string(gid)])
+            #expect(options["http-user"] == "me" && options["http-passwd"] == "********" && options["user-agent"] == "agent/2")
+            #expect(options["load-cookies"]?.string == client + "/cookies.txt")
+            #expect(options["max-tries"] == "3" && options["retry-wait"] == "2" && options["min-split-size"] == .string(String(2 << 20)))
+            #expect(options["allow-overwrite"] == "true" && options["connect-timeout"] == "5" && options["max-redirect"] == "4")
+            let waited = try await t.haul(["wait", gid])
+            #expect(waited.status == 0, "\(waited.stderr)")
+            #expect(t.server.stats("/n.bin").requests.allSatisfy { $0.header("User-Agent") == "agent/2" })
+        }
+    }
+
     @Test func everyCallCarriesTheSecretOfADaemonThatHasOne() async throws {
         try await withDaemon(["--rpc-secret", "s3cret"]) { t in
             #expect(t.daemon.endpoint.secret == "s3cret")

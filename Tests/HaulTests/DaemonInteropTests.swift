@@ -61,6 +61,30 @@ import Testing
         }
     }
 
+    @Test(.enabled(if: hasAria2p || isCI))
+    func aria2pSetsTheNetworkOptionsAndReadsThemBack() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try await FaultServer.withServer { server in
+            var route = Route(content: testBytes(200 << 10, seed: 8))
+            route.requiredHeaders = [("Authorization", "Basic " + Data("me:pw".utf8).base64EncodedString()), ("Cookie", "k=v"),
+                                     ("X-From-Aria2p", "yes")]
+            server.serve("/login.bin", route)
+            try Data("127.0.0.1\tFALSE\t/\tFALSE\t0\tk\tv\n".utf8).write(to: URL(fileURLWithPath: dir.file("cookies.txt")))
+            let options = URL(fileURLWithPath: Self.script).deletingLastPathComponent().appendingPathComponent("aria2p_options.py").path
+            try await DaemonProcess.with(state: dir.file("state"), in: dir.path, ["--rpc-secret", "pa55", "-d", dir.file("dl")]) { daemon in
+                let (status, output) = try await Task.detached {
+                    try Self.runPython([options, "--port", String(daemon.endpoint.port), "--secret", "pa55", "--dir", dir.file("dl"),
+                                        "--cookies", dir.file("cookies.txt"), server.url("/login.bin")])
+                }.value
+                #expect(status == 0, "\(output)\n\(daemon.log)")
+                #expect(output.contains("[aria2p_options] PASS"))
+                #expect(digest(dir.contents("dl/login.bin")) == digest(route.content))
+                #expect(try await daemon.stop() == 0)
+            }
+        }
+    }
+
     @Test(.enabled(if: chromium != nil || isCI))
     func webPageShowsADownloadReachingOneHundredPercent() async throws {
         let chromium = try #require(Self.chromium, "install Debian's chromium (scripts/install-deps.sh --with-test-servers)")

@@ -184,6 +184,58 @@ struct ProxyAndTLSTests {
         #expect(unreadable?.message.hasPrefix("cannot read the CA certificate \(notPEM): ") == true, "\(String(describing: unreadable))")
     }
 
+    @Test func nginxBasicAuthCookiesAndACrossOriginRedirect() async throws {
+        let credentials = TestCredentials(user: "alice", password: "s3cret word")
+        let cookie = NginxServer.Cookie(name: "session", value: "abc")
+        let other = try Harness()
+        defer { other.remove() }
+        try other.directory.write("www/f.bin", Self.content, creatingFolders: true)
+        try await NginxServer.withServer(root: other.directory.file("www"), options: .init()) { elsewhere in
+            let options = NginxServer.Options(basicAuth: credentials, cookie: cookie, redirectTarget: elsewhere.url("/", host: "localhost"))
+            try await withNginx(options) { nginx, harness in
+                try await authAndCookies(nginx, elsewhere, harness, credentials)
+            }
+        }
+    }
+
+    func authAndCookies(_ nginx: NginxServer, _ elsewhere: NginxServer, _ harness: Harness, _ credentials: TestCredentials) async throws {
+        let url = nginx.url("/auth/f.bin")
+        // Without credentials: nginx's 401.
+        #expect(try await harness.download(request(harness, url, "a.bin")).failure?.status == 401)
+        // In the URL, by the options, by .netrc.
+        let inURL = url.replacingOccurrences(of: "https://", with: "https://\(credentials.userInfo)@")
+            .replacingOccurrences(of: "http://", with: "http://\(credentials.userInfo)@")
+        _ = try await harness.download(request(harness, inURL, "b.bin")).get()
+        var byOptions = NetworkOptions()
+        byOptions.user = credentials.user
+        byOptions.password = credentials.password
+        _ = try await harness.download(request(harness, url, "c.bin", byOptions)).get()
+        try harness.directory.write("netrc", Array("machine 127.0.0.1 login \(credentials.user) password \"\(credentials.password)\"\n".utf8))
+        var byNetrc = NetworkOptions()
+        byNetrc.useNetrc = true
+        byNetrc.netrcPath = harness.directory.file("netrc")
+        _ = try await harness.download(request(harness, url, "d.bin", byNetrc)).get()
+        for name in ["b.bin", "c.bin", "d.bin"] { #expect(digest(harness.directory.contents(name)) == digest(Self.content), "\(name)") }
+        let authorized = await nginx.accessLog(waitingFor: 4).filter { $0.status == 200 }
+        #expect(authorized.count == 3 && authorized.allSatisfy { $0.authorization == credentials.basicAuthorization })
+
+        // A cookie-gated file: 403 without the cookie file, 200 with it.
+        #expect(try await harness.download(request(harness, nginx.url("/cookie/f.bin"), "e.bin")).failure?.status == 403)
+        try harness.directory.write("cookies.txt", Array("127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tabc\n".utf8))
+        var withCookies = NetworkOptions()
+        withCookies.cookieFile = harness.directory.file("cookies.txt")
+        _ = try await harness.download(request(harness, nginx.url("/cookie/f.bin"), "f.bin", withCookies)).get()
+        #expect(digest(harness.directory.contents("f.bin")) == digest(Self.content))
+
+        // An authorized request redirected to another origin: nothing of it follows.
+        var leaky = byOptions
+        leaky.cookieFile = harness.directory.file("cookies.txt")
+        _ = try await harness.download(request(harness, nginx.url("/auth/redirect-to/f.bin"), "g.bin", leaky)).get()
+        #expect(digest(harness.directory.contents("g.bin")) == digest(Self.content))
+        let received = await elsewhere.accessLog(waitingFor: 1)
+        #expect(!received.isEmpty && received.allSatisfy { $0.authorization.isEmpty && $0.cookie.isEmpty }, "\(received)")
+    }
+
     @Test func theCommandLineReadsTheProxyEnvironmentAndSSLCertFile() async throws {
         let certs = try TestCertificates.shared()
         try await ForwardProxy.withProxy { proxy in
