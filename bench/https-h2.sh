@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # HTTPS and HTTP/2: a file from a private nginx on 127.0.0.1 serving TLS with HTTP/2 offered
 # (a test CA made with openssl, once), fetched by curl over HTTP/2 and over HTTP/1.1, by
-# `haul get -x 1` (one HTTP/2 connection), `haul get -x 4` (four HTTP/1.1 connections) and
-# `aria2c -x4 -s4` (four HTTP/1.1 connections), interleaved, ROUNDS times each.
+# `haul get -x 1` (one HTTP/1.1 connection), `haul get -x 1 --http2` (one HTTP/2 connection),
+# `haul get -x 4` (four HTTP/1.1 connections) and `aria2c -x4 -s4` (four HTTP/1.1 connections),
+# interleaved, ROUNDS times each. HAUL=PATH runs that haul instead of building one.
 #
 #   bench/https-h2.sh [ROUNDS] [SIZE_MIB] [RATE]
 #
@@ -54,12 +55,13 @@ command_for() {
         curl-h2) echo "curl -s --http2 --cacert $CA -o $out $URL" ;;
         curl-h1) echo "curl -s --http1.1 --cacert $CA -o $out $URL" ;;
         haul-x1) echo "$HAUL get -q -x 1 --ca-certificate $CA -o $out --state-dir $state $URL" ;;
+        haul-x1-h2) echo "$HAUL get -q -x 1 --http2 --ca-certificate $CA -o $out --state-dir $state $URL" ;;
         haul-x4) echo "$HAUL get -q -x 4 --ca-certificate $CA -o $out --state-dir $state $URL" ;;
         haul-x4-streams) echo "$HAUL_STREAMS get -q -x 4 --ca-certificate $CA -o $out --state-dir $state $URL" ;;
         aria2c-x4) echo "aria2c -q -x4 -s4 --min-split-size=1M --file-allocation=none --ca-certificate=$CA -d $WORK/out -o f.bin $URL" ;;
     esac
 }
-TOOLS=(curl-h2 curl-h1 haul-x1 haul-x4 aria2c-x4)
+TOOLS=(curl-h2 curl-h1 haul-x1 haul-x1-h2 haul-x4 aria2c-x4)
 [[ -n "${HAUL_STREAMS:-}" ]] && TOOLS+=(haul-x4-streams)
 echo "== $0 $*: $SIZE_MIB MiB over HTTPS (HTTP/2 offered), nginx limit_rate ${RATE:-none}, $ROUNDS rounds, order rotated"
 for tool in "${TOOLS[@]}"; do echo "  $tool: $(command_for "$tool")"; done
@@ -70,9 +72,9 @@ for ((round = 0; round < ROUNDS; round++)); do
         tool=${TOOLS[(i + round) % ${#TOOLS[@]}]}
         rm -rf "$WORK/out"; mkdir -p "$WORK/out"; sync
         /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.txt" $(command_for "$tool") || true
-        read -r wall user sys rss < "$WORK/time.txt"
+        read -r wall user sys rss < <(tail -n 1 "$WORK/time.txt")
         sha=$(sha256sum < "$WORK/out/f.bin" 2>/dev/null | cut -d' ' -f1 || true)
-        verdict=ok; [[ "$sha" == "$SRC_SHA" ]] || { verdict="FAILED: wrong bytes"; FAILED=1; }
+        verdict=ok; [[ "$sha" == "$SRC_SHA" ]] || { verdict="FAILED: $(head -n 1 "$WORK/time.txt" | grep -v "^[0-9]" || echo "wrong bytes")"; FAILED=1; }
         cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
         printf 'round %d %-15s wall %7.2f s  cpu %5.2f s  rss %4d MiB  %s\n' $((round + 1)) "$tool" "$wall" "$cpu" $((rss / 1024)) "$verdict"
         [[ $verdict == ok ]] && { WALLS[$tool]+="$wall "; CPUS[$tool]+="$cpu "; }

@@ -61,6 +61,8 @@ enum Aria2Options {
         "http-proxy-user", "http-proxy-passwd", "https-proxy-user", "https-proxy-passwd",
         "ca-certificate", "check-certificate", "certificate", "private-key", "http-user", "http-passwd",
         "netrc-path", "no-netrc", "load-cookies", "user-agent", "referer", "connect-timeout", "max-redirect",
+        // Haul's own: aria2 has no HTTP/2.
+        "http2",
     ]
 
     /// The options `changeGlobalOption` understands: the defaults of new downloads (not
@@ -170,6 +172,7 @@ enum Aria2Options {
             network.connectTimeout = .seconds(seconds)
         }
         if let redirects = try integer(options["max-redirect"], "max-redirect", in: 0...100) { network.maxRedirects = Int(redirects) }
+        if let http2 = try bool(options["http2"], "http2") { network.http2 = http2 }
     }
 
     /// The network options as `getOption` shows them; passwords are masked.
@@ -190,6 +193,7 @@ enum Aria2Options {
         object["no-netrc"] = .string(network.useNetrc ? "false" : "true")
         object["connect-timeout"] = .string(String(network.connectTimeout.components.seconds))
         object["max-redirect"] = .string(String(network.maxRedirects))
+        object["http2"] = .string(network.http2 ? "true" : "false")
     }
 
     /// Reads the options a download and the daemon's defaults share (`split`,

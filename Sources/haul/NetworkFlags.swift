@@ -69,6 +69,9 @@ struct NetworkFlags: ParsableArguments {
     @Option(help: "Redirects followed before giving up (default 10).")
     var maxRedirects: Int?
 
+    @Flag(help: "Offer HTTP/2 over TLS to downloads on one connection (default: HTTP/1.1, cheaper for big files; -x N always opens N HTTP/1.1 connections).")
+    var http2 = false
+
     /// Whether any TLS check is switched off (the caller prints a warning).
     var skipsCertificateCheck: Bool { insecure || checkCertificate == false }
 
@@ -99,6 +102,7 @@ struct NetworkFlags: ParsableArguments {
             network.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
         }
         if let maxRedirects { network.maxRedirects = maxRedirects }
+        network.http2 = http2
     }
 
     /// The same options as aria2 names them, for `haul add`. Files are made absolute: the
@@ -118,6 +122,7 @@ struct NetworkFlags: ParsableArguments {
         for (name, value) in pairs { if let value { options[name] = .string(value) } }
         if skipsCertificateCheck { options["check-certificate"] = "false" }
         if netrc { options["no-netrc"] = "false" }
+        if http2 { options["http2"] = "true" }
         return options
     }
 

@@ -236,7 +236,7 @@ import Testing
             })
             let shown = try await t.call("aria2.getOption", [.string(gid)])
             #expect(shown["http-user"] == "me" && shown["http-passwd"] == "********" && shown["max-redirect"] == "3")
-            #expect(shown["check-certificate"] == "true" && shown["user-agent"] == "ua/1")
+            #expect(shown["check-certificate"] == "true" && shown["user-agent"] == "ua/1" && shown["http2"] == "false")
 
             // Credentials in a URL never come back out.
             let secretURL = t.server.url("/login.bin").replacingOccurrences(of: "http://", with: "http://me:pw@")

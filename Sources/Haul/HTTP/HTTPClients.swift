@@ -13,9 +13,9 @@ final class HTTPClients: Sendable {
     struct Route: Hashable, Sendable {
         var proxy: ProxyServer?
         var connectTimeout: Duration
-        /// One request per connection (HTTP/1.1 only): a segmented download's N transfers are
-        /// N connections, not N streams multiplexed on one HTTP/2 connection.
-        var separateConnections = false
+        /// Offer HTTP/2 by ALPN over TLS; otherwise HTTP/1.1 only, one request at a time per
+        /// connection (docs/ARCHITECTURE.md, "HTTP/2").
+        var http2 = false
     }
 
     private let stallTimeout: Duration

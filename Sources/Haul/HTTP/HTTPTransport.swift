@@ -25,7 +25,8 @@ struct HTTPTransport: Sendable {
     let network: NetworkOptions
     /// The download's URL, as given (it may carry `user:password@`).
     let origin: String
-    /// Each request on a connection of its own (HTTP/1.1): the download is segmented.
+    /// Each request on a connection of its own (HTTP/1.1, even with ``NetworkOptions/http2``):
+    /// the download is segmented.
     var separateConnections = false
 
     static func makeClient(stallTimeout: Duration, rateLimit: Int64? = nil,
@@ -40,10 +41,10 @@ struct HTTPTransport: Sendable {
         configuration.connectionPool.retryConnectionEstablishment = false
         // The engine wants the bytes as stored: a gzip'd .tar.gz must stay gzip'd.
         configuration.decompression = .disabled
-        // Over TLS, HTTP/2 where the server offers it, except for a segmented download: `-x N`
-        // is for servers that hold each connection to a rate, which N streams on one
-        // connection would not get around (docs/ARCHITECTURE.md, "HTTP/2").
-        configuration.httpVersion = route.separateConnections ? .http1Only : .automatic
+        // HTTP/1.1 unless asked: a big body costs AsyncHTTPClient 1.7 times the CPU over HTTP/2
+        // (nginx's 8 KiB DATA frames each pass through its response stream), and `-x N` is for
+        // servers that hold each connection to a rate (docs/ARCHITECTURE.md, "HTTP/2").
+        configuration.httpVersion = route.http2 ? .automatic : .http1Only
         if let proxy = route.proxy {
             switch proxy.kind {
             case .http:
@@ -144,7 +145,7 @@ struct HTTPTransport: Sendable {
         let proxy = try network.proxy.server(scheme: scheme, host: url.host ?? "")
         if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
         let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
-                                               separateConnections: separateConnections))
+                                               http2: network.http2 && !separateConnections))
         do {
             return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {

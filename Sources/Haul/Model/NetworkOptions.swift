@@ -36,6 +36,10 @@ public struct NetworkOptions: Sendable, Hashable, Codable {
     public var connectTimeout: Duration = .seconds(15)
     /// Redirects followed before giving up.
     public var maxRedirects = 10
+    /// Offer HTTP/2 over TLS (by ALPN) to downloads on one connection (curl's `--http2`). Off by
+    /// default: over HTTP/1.1 a big body costs a third of the CPU less here, and a segmented
+    /// download always opens one HTTP/1.1 connection per segment.
+    public var http2 = false
 
     public init() {}
 
@@ -53,6 +57,7 @@ public struct NetworkOptions: Sendable, Hashable, Codable {
         referer = try container.decodeIfPresent(String.self, forKey: .referer)
         connectTimeout = try container.decodeIfPresent(Duration.self, forKey: .connectTimeout) ?? defaults.connectTimeout
         maxRedirects = try container.decodeIfPresent(Int.self, forKey: .maxRedirects) ?? defaults.maxRedirects
+        http2 = try container.decodeIfPresent(Bool.self, forKey: .http2) ?? defaults.http2
     }
 
     /// Checks what can be checked before connecting: proxy URLs, files that must exist, sane numbers.
