@@ -7,6 +7,7 @@
 #                             worker_rlimit_nofile to twice that
 #   NGINX_ACCESS_LOG_FORMAT   an nginx log_format string: with it, every request is logged to
 #                             DIR/access.log in that format (default: no access log)
+#   NGINX_SERVER_EXTRA        more nginx directives for the server block (e.g. a location)
 #   NGINX_TLS_CERT, NGINX_TLS_KEY
 #                             PEM files: with both, nginx serves HTTPS with HTTP/2 offered by ALPN
 #                             (`listen … ssl http2` before nginx 1.25.1, `http2 on` from it)
@@ -57,6 +58,7 @@ else
     printf '        listen 127.0.0.1:%s;\n' "$PORT"
 fi )
         root "$root";
+        ${NGINX_SERVER_EXTRA:-}
         $( [[ -n "$limit" ]] && echo "limit_rate $limit;" )
     }
 }
