@@ -182,7 +182,8 @@ struct GetCommand: AsyncParsableCommand {
 
     /// `-o -`: the body straight to standard output.
     private func streamToStandardOutput(_ configuration: Downloader.Configuration) async throws {
-        var request = DownloadRequest(url: urls[0], file: "-")
+        guard let url = urls.first else { throw ValidationError("give at least one URL, or --input-file") }
+        var request = DownloadRequest(url: url, file: "-")
         try transfer.apply(to: &request)
         request.checksum = try checksum.map { text in
             do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }

@@ -21,6 +21,10 @@ import Testing
         #expect(digest(dir.contents("stdout")) == digest(content))
         #expect(!dir.exists("-") && !dir.exists("-.part"))
         #expect(stderr.isEmpty)
+
+        // Without a URL: one line, no crash.
+        let none = try await HaulProcess.capture(["get", "-o", "-", "--state-dir", dir.file("state")], in: dir.path)
+        #expect(none.status == 64 && none.stderr.hasPrefix("Error: give at least one URL, or --input-file"), "\(none.stderr)")
     }
 
     @Test func theEnvironmentsProxyIsUsedAndNoProxyBypassesIt() async throws {
