@@ -21,6 +21,8 @@ final class ProgressDisplay: Sendable {
         var known = Set<DownloadManager.ID>()
         /// How many stopped downloads have been looked at for failures to print.
         var stoppedSeen = 0
+        /// How many had failed then.
+        var failedSeen = 0
     }
     private let state = Mutex(State())
 
@@ -114,9 +116,16 @@ final class ProgressDisplay: Sendable {
 
     /// Prints the failures among the downloads that stopped since the last look.
     private func reportNewFailures() async {
-        let seen = state.withLock { $0.stoppedSeen }
+        let (seen, failedSeen) = state.withLock { ($0.stoppedSeen, $0.failedSeen) }
         let total = await manager.stoppedCount
         guard total > seen else { return }
+        // What stopped since is all complete unless the failed count moved: no need to read it.
+        let failed = await manager.totals().failed
+        state.withLock { $0.failedSeen = failed }
+        guard failed != failedSeen else {
+            state.withLock { $0.stoppedSeen = total }
+            return
+        }
         // A failing store stops everything with one error, said once at the end.
         let storeFailure = await manager.failure
         let fresh = await manager.stopped(from: seen, limit: total - seen).filter { $0.status == .failed && $0.error != storeFailure }

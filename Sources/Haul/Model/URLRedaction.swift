@@ -28,7 +28,8 @@ public enum URLRedaction {
 
     /// The range of `user[:password]@` between `scheme://` and the host, if any.
     private static func userinfoRange(_ url: String) -> Range<String.Index>? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
+        // Most URLs have no "@" at all: one scan of the bytes, no Foundation search.
+        guard url.utf8.contains(UInt8(ascii: "@")), let schemeEnd = url.range(of: "://") else { return nil }
         let authorityStart = schemeEnd.upperBound
         let authorityEnd = url[authorityStart...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
         guard let at = url[authorityStart..<authorityEnd].lastIndex(of: "@") else { return nil }
