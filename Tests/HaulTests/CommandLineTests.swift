@@ -19,7 +19,12 @@ import Testing
         let killPoints = [5 << 20, 19 << 20, 33 << 20]
         for point in killPoints {
             let haul = try HaulProcess(arguments, in: dir.path)
-            let reached = try await waitUntil { fileSize(dir.file("big.bin.part")) >= point }
+            // Killed from the polling queue the moment the point is seen.
+            let reached = try await waitUntil {
+                guard fileSize(dir.file("big.bin.part")) >= point else { return false }
+                haul.signal(SIGKILL)
+                return true
+            }
             #expect(reached)
             haul.signal(SIGKILL)
             _ = try await haul.finish()

@@ -95,15 +95,21 @@ struct HaulProcess {
     struct TimeoutError: Error {}
 }
 
-/// Polls `condition` every 10 ms for at most `timeout`.
+/// Polls `condition` every 10 ms for at most `timeout`, on a queue of its own: a test that
+/// waits for a moment in a child process (a kill point) must not miss it while other tests hold
+/// the few threads of the shared pool.
 func waitUntil(timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
+    try await withTaskExecutorPreference(pollingExecutor) {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
     }
-    return condition()
 }
+
+private let pollingExecutor = QueueExecutor("haul-test-polling")
 
 func fileSize(_ path: String) -> Int {
     ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
