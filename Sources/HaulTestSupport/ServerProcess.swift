@@ -184,8 +184,10 @@ enum ServerSupport {
         let stdin = Pipe()
         process.standardInput = input == nil ? FileHandle.nullDevice : stdin
         try process.run()
+        // A tool that did not take its input fails the run (after it has been waited for).
+        var inputError: (any Error)?
         if let input {
-            try? stdin.fileHandleForWriting.write(contentsOf: input)
+            do { try stdin.fileHandleForWriting.write(contentsOf: input) } catch { inputError = error }
         }
         try? stdin.fileHandleForWriting.close()
         let pid = process.processIdentifier
@@ -193,6 +195,9 @@ enum ServerSupport {
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: killer)
         process.waitUntilExit()
         killer.cancel()
+        if let inputError {
+            throw TestServerError.toolFailed("cannot write the input of \(executable): \(inputError)")
+        }
         let output = (try? Data(contentsOf: outURL)) ?? Data()
         let error = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
         return (process.terminationStatus, output, error)
