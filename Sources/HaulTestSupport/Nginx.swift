@@ -1,7 +1,6 @@
 import Foundation
 import NIOCore
 import NIOPosix
-import Synchronization
 
 /// A throwaway nginx on 127.0.0.1 serving the files of one folder, for tests and benchmarks.
 ///
@@ -47,7 +46,6 @@ public final class NginxServer: Sendable {
     /// nginx itself; a test that forgot stop() does not leave it running (the temp dir is left behind).
     private let server: ServerProcess
     let directory: URL
-    private let stopped = Mutex(false)
 
     private init(port: Int, options: Options, server: ServerProcess, directory: URL) {
         self.port = port
@@ -171,7 +169,6 @@ public final class NginxServer: Sendable {
     ///
     /// Calling it again does nothing.
     public func stop() async {
-        guard stopped.withLock({ old in defer { old = true }; return !old }) else { return }
         await server.stop()
         try? FileManager.default.removeItem(at: directory)
     }

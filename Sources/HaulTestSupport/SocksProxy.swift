@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A throwaway SOCKS5 proxy (microsocks) on 127.0.0.1, for tests of downloads through SOCKS.
 ///
@@ -30,7 +29,6 @@ public final class SocksProxy: Sendable {
 
     private let server: ServerProcess
     private let directory: URL
-    private let stopped = Mutex(false)
 
     private init(port: Int, credentials: TestCredentials?, server: ServerProcess, directory: URL) {
         self.port = port
@@ -145,7 +143,6 @@ public final class SocksProxy: Sendable {
     /// Stops microsocks, waits (at most a few seconds) until it has exited, and removes its temp
     /// directory. Calling it again does nothing.
     public func stop() async {
-        guard stopped.withLock({ old in defer { old = true }; return !old }) else { return }
         await server.stop()
         try? FileManager.default.removeItem(at: directory)
     }
