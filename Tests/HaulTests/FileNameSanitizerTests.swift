@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Haul
 
@@ -83,8 +84,33 @@ struct FileNameSanitizerTests {
         ("/nul%00byte.txt", "nulbyte.txt"),
         ("/new%0Aline.txt", "newline.txt"),
         ("/.hidden", "hidden"),
+        ("/pkg/file-1_2.3+4~.bin", "file-1_2.3+4~.bin"),
+        ("/...", nil),
+        ("/x.", "x"),
+        ("/" + String(repeating: "a", count: 300) + ".txt", String(repeating: "a", count: 251) + ".txt"),
     ] as [(String, String?)])
     func urlPath(path: String, expected: String?) {
         #expect(FileNameSanitizer.name(fromURLPath: path) == expected)
+    }
+
+    /// The shortcut for plain names gives what the full rules give.
+    @Test func plainNamesNeedNoRules() {
+        for name in ["a", "file.bin", "x-1_2+3~", "A.B.C", "f9999.bin", String(repeating: "z", count: 255)] {
+            #expect(FileNameSanitizer.isPlain(name[...]))
+            #expect(FileNameSanitizer.sanitize(name) == name)
+        }
+        for name in [".a", "a.", "a b", "a%20", "a\\b", "é", String(repeating: "z", count: 256), ""] {
+            #expect(!FileNameSanitizer.isPlain(name[...]))
+        }
+    }
+
+    /// The URL's path, read without parsing the whole URL, is the one URLComponents finds.
+    @Test func urlPathAsURLComponentsReadsIt() throws {
+        for url in ["http://h/a/b.bin", "https://u:p@h:8080/x%20y.iso?q=/z#f/g", "http://h", "http://h?x=/a", "http://h#/a",
+                    "http://[::1]:80/v6.bin", "http://h/dir/", "http://h/a;b=c/d.txt"] {
+            let expected = try #require(URLComponents(string: url)).percentEncodedPath
+            #expect(DestinationResolver.percentEncodedPath(of: url) == expected, "\(url)")
+        }
+        #expect(DestinationResolver.name(of: "http://h/a/file%20name.iso?x=1") == "file name.iso")
     }
 }

@@ -37,8 +37,27 @@ enum FileNameSanitizer {
     ///     FileNameSanitizer.name(fromURLPath: "/a/b/file%20name.iso")  // "file name.iso"
     static func name(fromURLPath path: String) -> String? {
         guard let segment = path.split(separator: "/").last else { return nil }
+        if isPlain(segment) { return String(segment) }
         // Foundation answers nil for a bad escape or bytes that are not UTF-8.
         return sanitize(segment.removingPercentEncoding ?? String(segment))
+    }
+
+    /// Whether `name` is already a safe name as it is: short, printable ASCII letters, digits
+    /// and `-_.+~` only (so nothing to decode, drop or trim), neither starting nor ending with
+    /// a dot. Most URLs of a long list name their file this way.
+    static func isPlain(_ name: Substring) -> Bool {
+        let utf8 = name.utf8
+        guard let first = utf8.first, let last = utf8.last, utf8.count <= maxBytes,
+              first != UInt8(ascii: "."), last != UInt8(ascii: ".") else { return false }
+        return utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "+"), UInt8(ascii: "~"):
+                true
+            default:
+                false
+            }
+        }
     }
 
     /// C0 (NUL included), DEL and C1 controls, and the Unicode bidi controls that make

@@ -6,6 +6,7 @@ public enum FilePaths {
     /// symbolic link is followed: that is a lookup per component, and the user's path is the
     /// one to keep).
     public static func normalized(_ path: String) -> String {
+        if isNormalizedAbsolute(path) { return path }
         let absolute = path.hasPrefix("/")
         var parts: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
@@ -17,6 +18,31 @@ public enum FilePaths {
         }
         let joined = parts.joined(separator: "/")
         return absolute ? "/" + joined : (joined.isEmpty ? "." : joined)
+    }
+
+    /// Whether `path` is absolute with nothing for ``normalized(_:)`` to take out: no empty,
+    /// `.` or `..` component and no trailing slash. One pass over the bytes, no allocation
+    /// (every download of a long list into one folder asks this of the same folder).
+    static func isNormalizedAbsolute(_ path: String) -> Bool {
+        var path = path
+        return path.withUTF8 { bytes in
+            let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
+            guard bytes.count > 1, bytes[0] == slash, bytes[bytes.count - 1] != slash else { return false }
+            // Length of the current component so far, and whether it is all dots.
+            var length = 0
+            var dots = true
+            for byte in bytes[1...] {
+                if byte == slash {
+                    if length == 0 || (dots && length <= 2) { return false }
+                    length = 0
+                    dots = true
+                } else {
+                    length += 1
+                    dots = dots && byte == dot
+                }
+            }
+            return !(dots && length <= 2)
+        }
     }
 
     /// `path` with `~` expanded, made absolute against the current folder, and normalized.

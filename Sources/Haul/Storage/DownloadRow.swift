@@ -135,31 +135,48 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
     }
 
+    /// The columns a row is written with, in the order of ``storedValues()``.
+    static let storedColumns = ["id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
+                                "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
+                                "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
+                                "createdAt", "updatedAt"]
+
+    /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
+    static let insertOrReplaceSQL = "INSERT OR REPLACE INTO download (" + storedColumns.joined(separator: ", ") + ") VALUES ("
+        + storedColumns.map { _ in "?" }.joined(separator: ", ") + ")"
+
+    /// The row's values, in the order of ``storedColumns``.
+    func storedValues() throws -> [(any DatabaseValueConvertible)?] {
+        [
+            id.storedValue,
+            queue,
+            request.url,
+            request.destination.storedKind,
+            request.destination.path,
+            try Self.storedOptions(of: request),
+            priority,
+            position,
+            dependencies.map(\.description).joined(separator: ","),
+            status.storedValue,
+            finishOrder,
+            path,
+            totalLength,
+            validators.etag,
+            validators.lastModified,
+            acceptsRanges,
+            ranges,
+            resultBytes,
+            fileModified,
+            errorKind?.storedValue,
+            lastError,
+            // Seconds since 1970: formatting a date as text costs more than the rest of a row.
+            createdAt.timeIntervalSince1970,
+            updatedAt.timeIntervalSince1970,
+        ]
+    }
+
     func encode(to container: inout PersistenceContainer) throws {
-        container["id"] = id.storedValue
-        container["queue"] = queue
-        container["url"] = request.url
-        container["destinationKind"] = request.destination.storedKind
-        container["destination"] = request.destination.path
-        container["request"] = try Self.storedOptions(of: request)
-        container["priority"] = priority
-        container["position"] = position
-        container["dependencies"] = dependencies.map(\.description).joined(separator: ",")
-        container["status"] = status.storedValue
-        container["finishOrder"] = finishOrder
-        container["path"] = path
-        container["totalLength"] = totalLength
-        container["etag"] = validators.etag
-        container["lastModified"] = validators.lastModified
-        container["acceptsRanges"] = acceptsRanges
-        container["ranges"] = ranges
-        container["resultBytes"] = resultBytes
-        container["fileModified"] = fileModified
-        container["errorKind"] = errorKind?.storedValue
-        container["lastError"] = lastError
-        // Seconds since 1970: formatting a date as text costs more than the rest of a row.
-        container["createdAt"] = createdAt.timeIntervalSince1970
-        container["updatedAt"] = updatedAt.timeIntervalSince1970
+        for (column, value) in zip(Self.storedColumns, try storedValues()) { container[column] = value }
     }
 }
 

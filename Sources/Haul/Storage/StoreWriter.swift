@@ -236,12 +236,15 @@ final class StoreWriter: Sendable {
                 row.updatedAt = now
                 // New ids are random 64-bit numbers: a row is inserted once; a later insert of
                 // the same id (a resumed library download) replaces it.
-                try row.insert(db, onConflict: .replace)
+                try db.cachedStatement(sql: DownloadRow.insertOrReplaceSQL).execute(arguments: StatementArguments(try row.storedValues()))
             }
             guard !pending.patch.columns.isEmpty else { continue }
             let columns = pending.patch.columns.keys.sorted()
             let sql = "UPDATE download SET " + columns.map { "\($0) = ?" }.joined(separator: ", ") + ", updatedAt = ? WHERE id = ?"
-            let values = columns.map { pending.patch.columns[$0]! } + [now.timeIntervalSince1970.databaseValue, id.storedValue.databaseValue]
+            // As existentials: GRDB maps an array of those with a closure, an array of values
+            // with a key path (several times slower, for every row).
+            let values: [(any DatabaseValueConvertible)?] = columns.map { pending.patch.columns[$0]! }
+                + [now.timeIntervalSince1970, id.storedValue]
             try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(values))
         }
     }
