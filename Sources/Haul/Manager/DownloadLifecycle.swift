@@ -11,7 +11,8 @@ struct DownloadLifecycle: Sendable {
         /// An attempt is transferring; `stop` is set once something asked it to stop.
         case running(Attempt)
         case completed(DownloadResult)
-        case failed(DownloadError)
+        /// Boxed: failures are few, and the box keeps every other download's entry small.
+        indirect case failed(DownloadError)
     }
 
     struct Attempt: Sendable, Equatable {

@@ -68,8 +68,7 @@ extension DownloadManager {
 
     private func addOne(_ request: DownloadRequest, priority: Int, dependencies: [ID], replacing: Bool, paused: Bool,
                         requeueExisting: Bool) async throws(DownloadError) -> ID {
-        let key = RequestKey(destination: request.destination, url: request.url)
-        if let existing = byRequest[key] {
+        if let existing = byRequest.find(RequestIndex.Key(request), fetches: fetches) {
             if requeueExisting {
                 requeue(existing)
             } else if entries[existing]?.lifecycle.status == .failed {
@@ -120,7 +119,7 @@ extension DownloadManager {
     /// Puts a new entry in the maps and indexes.
     func insert(_ entry: Entry) {
         entries[entry.id] = entry
-        byRequest[RequestKey(destination: entry.request.destination, url: entry.request.url)] = entry.id
+        byRequest.insert(RequestIndex.Key(entry.request), entry.id, fetches: fetches)
         if case .file(let path) = entry.request.destination { byFile[path] = entry.id }
         counts[entry.lifecycle.status, default: 0] += 1
         if let result = entry.lifecycle.result { completedBytes += result.bytes }
@@ -134,7 +133,7 @@ extension DownloadManager {
     private func adopt(_ requests: [DownloadRequest]) async throws(DownloadError) {
         guard !restored else { return }
         var destinations = Set<String>()
-        for request in requests where byRequest[RequestKey(destination: request.destination, url: request.url)] == nil {
+        for request in requests where byRequest.find(RequestIndex.Key(request), fetches: fetches) == nil {
             let path = request.destination.path
             if adoptedDestinations.insert(path).inserted { destinations.insert(path) }
         }

@@ -37,14 +37,13 @@ extension DownloadManager {
         await stopped(id)
         guard var changed = entries[id] else { throw .invalidRequest("download \(id) was removed meanwhile") }
         unindexState(changed, key: changed.key)
-        let oldKey = RequestKey(destination: changed.request.destination, url: changed.request.url)
-        if byRequest[oldKey] == id { byRequest[oldKey] = nil }
+        byRequest.remove(RequestIndex.Key(changed.request), id)
         if case .file(let path) = changed.request.destination, byFile[path] == id { byFile[path] = nil }
         changed.request = request
         changed.host = HostConnections.host(of: request.url)
         entries[id] = changed
         indexState(changed)
-        byRequest[RequestKey(destination: request.destination, url: request.url)] = id
+        byRequest.insert(RequestIndex.Key(request), id, fetches: fetches)
         if case .file(let path) = request.destination { byFile[path] = id }
         do { store.writer.update(id, try .request(request)) } catch {
             throw .invalidRequest("cannot store the request of download \(id): \(error)")

@@ -162,8 +162,7 @@ extension DownloadManager {
         unindexState(entry, key: entry.key)
         counts[entry.lifecycle.status, default: 0] -= 1
         if let result = entry.lifecycle.result { completedBytes -= result.bytes }
-        let requestKey = RequestKey(destination: entry.request.destination, url: entry.request.url)
-        if byRequest[requestKey] == id { byRequest[requestKey] = nil }
+        byRequest.remove(RequestIndex.Key(entry.request), id)
         if case .file(let path) = entry.request.destination, byFile[path] == id { byFile[path] = nil }
         store.writer.delete(id)
         board.remove(id)

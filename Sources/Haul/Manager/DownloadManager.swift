@@ -89,7 +89,7 @@ public actor DownloadManager {
     var entries = EntryTable()
     var index = DownloadQueue()
     /// Same URL, same destination: the same download.
-    var byRequest: [RequestKey: ID] = [:]
+    var byRequest = RequestIndex()
     /// The downloads writing each file asked for by path.
     var byFile: [String: ID] = [:]
     /// Downloads that hold a slot (transferring, not committing).
@@ -127,9 +127,9 @@ public actor DownloadManager {
     /// How far apart new downloads' positions are, so a move can land between two of them.
     static let positionStep: Int64 = 1 << 20
 
-    struct RequestKey: Hashable {
-        var destination: DownloadRequest.Destination
-        var url: String
+    /// Whether download `id` fetches `key` (what ``RequestIndex`` checks its answers with).
+    func fetches(_ id: ID, _ key: RequestIndex.Key) -> Bool {
+        entries[id].map { $0.request.url == key.url && $0.request.destination == key.destination } ?? false
     }
 
     /// A manager whose downloads run on `downloader` and live in its store.

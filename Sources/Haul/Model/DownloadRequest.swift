@@ -70,34 +70,76 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// Where the file goes.
     public var destination: Destination
     /// Extra request headers (`Authorization`, `Cookie`, …), sent on every request.
-    public var headers: [Header] = []
+    public var headers: [Header] {
+        get { options.value.headers }
+        set { change { $0.headers = newValue } }
+    }
     /// A digest the finished file must match.
-    public var checksum: Checksum?
+    public var checksum: Checksum? {
+        get { options.value.checksum }
+        set { change { $0.checksum = newValue } }
+    }
     /// Tries in a row that may fail before giving up; a try that made progress resets the count.
-    public var maxTries: Int = 5
+    public var maxTries: Int {
+        get { options.value.maxTries }
+        set { change { $0.maxTries = newValue } }
+    }
     /// The first retry wait; it doubles on each further failure (with jitter).
-    public var retryWait: Duration = .seconds(1)
+    public var retryWait: Duration {
+        get { options.value.retryWait }
+        set { change { $0.retryWait = newValue } }
+    }
     /// Replace a different file already at the destination instead of saving as `name.1.ext`.
-    public var overwrite: Bool = false
+    public var overwrite: Bool {
+        get { options.value.overwrite }
+        set { change { $0.overwrite = newValue } }
+    }
     /// Connections for one download when the server serves ranges of a file of known length
     /// (aria2's `-x`); 1 disables segmenting.
-    public var connections: Int = 1
+    public var connections: Int {
+        get { options.value.connections }
+        set { change { $0.connections = newValue } }
+    }
     /// A segment is never split below this size (aria2's `--min-split-size`).
-    public var minimumSplitSize: Int64 = 1 << 20
+    public var minimumSplitSize: Int64 {
+        get { options.value.minimumSplitSize }
+        set { change { $0.minimumSplitSize = newValue } }
+    }
     /// This download's own rate limit in bytes per second, on top of the downloader's global one.
-    public var rateLimit: Int64?
+    public var rateLimit: Int64? {
+        get { options.value.rateLimit }
+        set { change { $0.rateLimit = newValue } }
+    }
     /// Proxies, TLS trust, credentials, cookies and identity.
     public var network: NetworkOptions {
-        get { networkBox.value }
-        set {
-            guard newValue != networkBox.value else { return }
-            networkBox = newValue == NetworkBox.standard.value ? .standard : NetworkBox(newValue)
-        }
+        get { options.value.network }
+        set { change { $0.network = newValue } }
     }
 
-    /// ``network``, held once for all the copies of a request: the requests of a list of
-    /// 100,000 made from one command line share one.
-    private var networkBox = NetworkBox.standard
+    /// Everything but the URL and the destination, held once for all the copies of a request:
+    /// the requests of a list of 100,000 made from one command line share one (a request is
+    /// 48 bytes, not 144, in each of them).
+    private var options = OptionsBox.standard
+
+    private mutating func change(_ body: (inout Options) -> Void) {
+        var value = options.value
+        body(&value)
+        guard value != options.value else { return }
+        options = value == OptionsBox.standard.value ? .standard : OptionsBox(value)
+    }
+
+    /// What a request asks besides its URL and destination.
+    struct Options: Sendable, Hashable {
+        var headers: [Header] = []
+        var checksum: Checksum?
+        var maxTries = 5
+        var retryWait: Duration = .seconds(1)
+        var overwrite = false
+        var connections = 1
+        var minimumSplitSize: Int64 = 1 << 20
+        var rateLimit: Int64?
+        var network = NetworkOptions()
+    }
 
     /// The URL as it may be shown: without the credentials it may carry.
     public var displayURL: String { URLRedaction.redact(url) }
@@ -112,15 +154,17 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         url = try container.decode(String.self, forKey: .url)
         destination = try container.decode(Destination.self, forKey: .destination)
-        headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
-        checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
-        maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
-        retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
-        overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
-        connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
-        minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
-        rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
-        network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
+        var options = Options()
+        options.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
+        options.checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
+        options.maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
+        options.retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
+        options.overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
+        options.connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
+        options.minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
+        options.rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
+        options.network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
+        change { $0 = options }
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -141,7 +185,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         try container.encode(connections, forKey: .connections)
         try container.encode(minimumSplitSize, forKey: .minimumSplitSize)
         try container.encodeIfPresent(rateLimit, forKey: .rateLimit)
-        if networkBox !== NetworkBox.standard { try container.encode(network, forKey: .network) }
+        if network != OptionsBox.standard.value.network { try container.encode(network, forKey: .network) }
     }
 
     /// A request for `url` saved into `directory`.
@@ -201,15 +245,15 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     }
 }
 
-/// A request's network options behind one reference, compared by value.
-final class NetworkBox: Sendable, Hashable {
-    let value: NetworkOptions
+/// A request's options behind one reference, compared by value.
+final class OptionsBox: Sendable, Hashable {
+    let value: DownloadRequest.Options
 
     /// The defaults, shared by every request that changes none.
-    static let standard = NetworkBox(NetworkOptions())
+    static let standard = OptionsBox(DownloadRequest.Options())
 
-    init(_ value: NetworkOptions) { self.value = value }
+    init(_ value: DownloadRequest.Options) { self.value = value }
 
-    static func == (lhs: NetworkBox, rhs: NetworkBox) -> Bool { lhs === rhs || lhs.value == rhs.value }
+    static func == (lhs: OptionsBox, rhs: OptionsBox) -> Bool { lhs === rhs || lhs.value == rhs.value }
     func hash(into hasher: inout Hasher) { hasher.combine(value) }
 }

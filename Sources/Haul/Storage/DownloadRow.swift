@@ -103,10 +103,21 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     }
 
     private static let optionsJSON = Mutex<[DownloadRequest: String]>([:])
+    private static let decodedOptions = Mutex<[String: DownloadRequest]>([:])
 
     /// The request from the `request` column and the URL and destination columns.
     static func request(options json: String, url: String, destinationKind: Int, destination: String) throws -> DownloadRequest {
-        var request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
+        // Rows of one list carry the same options: decoded once, and their copies share them.
+        var request: DownloadRequest
+        if let known = decodedOptions.withLock({ $0[json] }) {
+            request = known
+        } else {
+            request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
+            decodedOptions.withLock { cache in
+                if cache.count >= 64 { cache.removeAll() }
+                cache[json] = request
+            }
+        }
         request.url = url
         request.destination = destinationKind == 0 ? .file(destination) : .directory(destination)
         return request
