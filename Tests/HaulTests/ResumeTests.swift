@@ -170,7 +170,7 @@ import Testing
         try harness.directory.write("f.bin.part", content)
         let store = try Store(directory: harness.stateDirectory)
         let etag = try await probeETag(server.url("/f.bin"))
-        var row = DownloadRow(id: .random(), queue: nil, request: DownloadRequest(url: server.url("/f.bin"), file: harness.directory.file("f.bin")))
+        var row = DownloadRow(id: .next(), queue: nil, request: DownloadRequest(url: server.url("/f.bin"), file: harness.directory.file("f.bin")))
         row.status = .running
         row.path = harness.directory.file("f.bin")
         row.totalLength = Int64(content.count)

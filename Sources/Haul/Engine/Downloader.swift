@@ -126,7 +126,7 @@ public final class Downloader: Sendable {
     /// The download gets a row of its own in the store; a later download of the same
     /// destination (in this process or another) continues from what it saved.
     public func download(_ request: DownloadRequest) -> DownloadTask {
-        let id = DownloadID.random()
+        let id = DownloadID.next()
         let request = request.absolutized
         store.writer.insert(DownloadRow(id: id, queue: nil, request: request))
         let task = DownloadTask(store: store, id: id) { [self] events in
@@ -144,7 +144,7 @@ public final class Downloader: Sendable {
     ///   ``DownloadError/Kind/io`` error).
     public func stream(_ request: DownloadRequest,
                        into sink: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws(DownloadError) -> Int64 {
-        try await runner(request, id: .random(), events: .init()).stream { buffer in
+        try await runner(request, id: .next(), events: .init()).stream { buffer in
             do { try buffer.withUnsafeReadableBytes { try sink($0) } } catch let error as DownloadError { throw error } catch {
                 throw DownloadError.io("cannot write the download: \(error)")
             }
@@ -166,7 +166,8 @@ public final class Downloader: Sendable {
     func runner(_ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
                 validated: Bool = false, events: DownloadRunner.RunEvents) -> DownloadRunner {
         var logger = configuration.logger
-        logger[metadataKey: "download"] = "\(id)"
+        // Formatted only if something is logged.
+        logger[metadataKey: "download"] = .stringConvertible(id)
         let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
         var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
                                     transport: transport(for: request), stallTimeout: configuration.stallTimeout,
@@ -185,7 +186,7 @@ public final class Downloader: Sendable {
         var request = DownloadRequest(url: token.url, file: token.destination)
         request.checksum = token.checksum
         configure(&request)
-        let id = DownloadID.random()
+        let id = DownloadID.next()
         var row = DownloadRow(id: id, queue: nil, request: request.absolutized)
         row.status = .paused
         row.path = token.destination

@@ -86,7 +86,7 @@ extension DownloadManager {
             _ = taken
             await remove(other)
         }
-        let id = ID.random()
+        let id = ID.next()
         let position = nextPosition
         nextPosition += Self.positionStep
         let (lifecycle, actions) = DownloadLifecycle.added(paused: paused)

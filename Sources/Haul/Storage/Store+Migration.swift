@@ -129,7 +129,7 @@ extension Store {
             try row.insert(db)
         }
         for (file, record) in engine where !claimed.contains(file) {
-            var row = DownloadRow(id: .random(), queue: nil, request: DownloadRequest(url: record["url"], file: file))
+            var row = DownloadRow(id: .next(), queue: nil, request: DownloadRequest(url: record["url"], file: file))
             row.path = file
             row.status = DownloadStatus(rawValue: record["status"]) ?? .paused
             row.lastError = record["lastError"]
