@@ -64,4 +64,26 @@ extension StoreWriterTests {
         }
         #expect(finished == 8)
     }
+
+    /// Later changes win column by column; the statement lists exactly the changed columns, in
+    /// the order of the values.
+    @Test func patchesMergeByColumn() throws {
+        var patch = RowPatch.status(.running)
+        patch.merge(.ranges(ByteRanges([0..<10])))
+        patch.merge(.status(.completed, finishOrder: 7))
+        #expect(patch[.status] == DownloadStatus.completed.storedValue.databaseValue)
+        #expect(patch[.finishOrder] == 7.databaseValue)
+        #expect(patch[.ranges] == ByteRanges([0..<10]).databaseValue)
+        #expect(patch[.path] == nil)
+        #expect(patch.updateSQL == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
+        #expect(patch.changedValues.map { $0?.databaseValue ?? .null } == [
+            DownloadStatus.completed.storedValue.databaseValue, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
+        ])
+        #expect(RowPatch().isEmpty)
+    }
+
+    /// Every column a patch can change is a column of the table.
+    @Test func patchColumnsAreTableColumns() {
+        for column in RowPatch.Column.allCases { #expect(DownloadRow.storedColumns.contains(column.name)) }
+    }
 }

@@ -198,11 +198,11 @@ extension DownloadRunner {
         transfer.state.acceptsRanges = machine.acceptsRanges
         // Not the ranges: those are the checkpointer's to write, and may be newer than these.
         var patch = RowPatch()
-        patch.set("path", transfer.state.path)
-        patch.set("totalLength", machine.total)
-        patch.set("etag", machine.validators.etag)
-        patch.set("lastModified", machine.validators.lastModified)
-        patch.set("acceptsRanges", machine.acceptsRanges)
+        patch.set(.path, transfer.state.path)
+        patch.set(.totalLength, machine.total)
+        patch.set(.etag, machine.validators.etag)
+        patch.set(.lastModified, machine.validators.lastModified)
+        patch.set(.acceptsRanges, machine.acceptsRanges)
         store.writer.update(id, patch)
     }
 

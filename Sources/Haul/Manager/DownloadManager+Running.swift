@@ -127,8 +127,8 @@ extension DownloadManager {
             case .persist(let status):
                 var patch = RowPatch.status(status, error: entry.lifecycle.error, finishOrder: entry.finishOrder)
                 if status == .completed, let result = entry.lifecycle.result {
-                    patch.set("path", result.path)
-                    patch.set("resultBytes", result.bytes)
+                    patch.set(.path, result.path)
+                    patch.set(.resultBytes, result.bytes)
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):

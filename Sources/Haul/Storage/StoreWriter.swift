@@ -3,71 +3,126 @@ import GRDB
 import Synchronization
 
 /// A change to one row; changes to the same row merge until they are written.
+///
+/// The columns a change can touch are a fixed set, so a patch is a bit mask and a slot per
+/// column: building, merging and writing one costs no hashing, and the UPDATE statement of each
+/// set of columns is made once.
 struct RowPatch: Sendable {
-    fileprivate(set) var columns: [String: DatabaseValue] = [:]
+    enum Column: Int, CaseIterable, Sendable {
+        case status, errorKind, lastError, finishOrder, path, resultBytes, fileModified, totalLength, etag, lastModified,
+             acceptsRanges, ranges, priority, position, request, url, destinationKind, destination
 
-    subscript(column: String) -> DatabaseValue? { columns[column] }
+        /// The column's name in the `download` table.
+        var name: String { Self.names[rawValue] }
+        private static let names = allCases.map { "\($0)" }
+    }
 
-    mutating func set(_ column: String, _ value: (any DatabaseValueConvertible)?) {
-        columns[column] = value?.databaseValue ?? .null
+    /// Bit `c.rawValue` is set when column `c` changes.
+    private(set) var mask: UInt32 = 0
+    /// A value per column (empty until one is set).
+    private var values: [DatabaseValue] = []
+
+    var isEmpty: Bool { mask == 0 }
+
+    subscript(column: Column) -> DatabaseValue? {
+        mask & (1 << column.rawValue) != 0 ? values[column.rawValue] : nil
+    }
+
+    mutating func set(_ column: Column, _ value: (any DatabaseValueConvertible)?) {
+        if values.isEmpty { values = Array(repeating: .null, count: Column.allCases.count) }
+        values[column.rawValue] = value?.databaseValue ?? .null
+        mask |= 1 << column.rawValue
     }
 
     mutating func merge(_ later: RowPatch) {
-        columns.merge(later.columns) { _, new in new }
+        guard mask != 0 else {
+            self = later
+            return
+        }
+        var bits = later.mask
+        while bits != 0 {
+            let column = bits.trailingZeroBitCount
+            values[column] = later.values[column]
+            bits &= bits - 1
+        }
+        mask |= later.mask
     }
+
+    /// The changed values, in column order (the order of ``updateSQL``'s placeholders).
+    var changedValues: [(any DatabaseValueConvertible)?] {
+        var result: [(any DatabaseValueConvertible)?] = []
+        result.reserveCapacity(mask.nonzeroBitCount + 2)
+        var bits = mask
+        while bits != 0 {
+            result.append(values[bits.trailingZeroBitCount])
+            bits &= bits - 1
+        }
+        return result
+    }
+
+    /// `UPDATE download SET a = ?, …, updatedAt = ? WHERE id = ?` for this patch's columns.
+    var updateSQL: String {
+        if let known = Self.statements.withLock({ $0[mask] }) { return known }
+        let columns = Column.allCases.filter { mask & (1 << $0.rawValue) != 0 }
+        let sql = "UPDATE download SET " + columns.map { "\($0.name) = ?" }.joined(separator: ", ") + ", updatedAt = ? WHERE id = ?"
+        Self.statements.withLock { $0[mask] = sql }
+        return sql
+    }
+
+    private static let statements = Mutex<[UInt32: String]>([:])
 
     /// Status, with the error (or none) and the finish order that go with it.
     static func status(_ status: DownloadStatus, error: DownloadError? = nil, finishOrder: Int64? = nil) -> RowPatch {
         var patch = RowPatch()
-        patch.set("status", status.storedValue)
-        patch.set("errorKind", error?.kind.storedValue)
-        patch.set("lastError", error?.message)
-        patch.set("finishOrder", finishOrder)
+        patch.set(.status, status.storedValue)
+        patch.set(.errorKind, error?.kind.storedValue)
+        patch.set(.lastError, error?.message)
+        patch.set(.finishOrder, finishOrder)
         return patch
     }
 
     /// What a finished transfer leaves: the file, its size and time, and every byte recorded.
     static func finished(path: String, bytes: Int64, fileModified: Double?) -> RowPatch {
         var patch = RowPatch()
-        patch.set("path", path)
-        patch.set("resultBytes", bytes)
-        patch.set("fileModified", fileModified)
-        patch.set("totalLength", bytes)
-        patch.set("ranges", ByteRanges([0..<bytes]))
+        patch.set(.path, path)
+        patch.set(.resultBytes, bytes)
+        patch.set(.fileModified, fileModified)
+        patch.set(.totalLength, bytes)
+        patch.set(.ranges, ByteRanges([0..<bytes]))
         return patch
     }
 
     /// What the engine knows about the file on the server and on disk.
     static func engine(path: String?, totalLength: Int64?, validators: Validators, acceptsRanges: Bool, ranges: ByteRanges) -> RowPatch {
         var patch = RowPatch()
-        patch.set("path", path)
-        patch.set("totalLength", totalLength)
-        patch.set("etag", validators.etag)
-        patch.set("lastModified", validators.lastModified)
-        patch.set("acceptsRanges", acceptsRanges)
-        patch.set("ranges", ranges)
+        patch.set(.path, path)
+        patch.set(.totalLength, totalLength)
+        patch.set(.etag, validators.etag)
+        patch.set(.lastModified, validators.lastModified)
+        patch.set(.acceptsRanges, acceptsRanges)
+        patch.set(.ranges, ranges)
         return patch
     }
 
     static func ranges(_ ranges: ByteRanges) -> RowPatch {
         var patch = RowPatch()
-        patch.set("ranges", ranges)
+        patch.set(.ranges, ranges)
         return patch
     }
 
     static func order(priority: Int, position: Int64) -> RowPatch {
         var patch = RowPatch()
-        patch.set("priority", priority)
-        patch.set("position", position)
+        patch.set(.priority, priority)
+        patch.set(.position, position)
         return patch
     }
 
     static func request(_ request: DownloadRequest) throws -> RowPatch {
         var patch = RowPatch()
-        patch.set("request", try DownloadRow.storedOptions(of: request))
-        patch.set("url", request.url)
-        patch.set("destinationKind", request.destination.storedKind)
-        patch.set("destination", request.destination.path)
+        patch.set(.request, try DownloadRow.storedOptions(of: request))
+        patch.set(.url, request.url)
+        patch.set(.destinationKind, request.destination.storedKind)
+        patch.set(.destination, request.destination.path)
         return patch
     }
 }
@@ -234,18 +289,15 @@ final class StoreWriter: Sendable {
             }
             if var row = pending.insert {
                 row.updatedAt = now
-                // New ids are random 64-bit numbers: a row is inserted once; a later insert of
-                // the same id (a resumed library download) replaces it.
+                // Ids never repeat (a random prefix per process, then a count): a row is inserted
+                // once; a later insert of the same id (a resumed library download) replaces it.
                 try db.cachedStatement(sql: DownloadRow.insertOrReplaceSQL).execute(arguments: StatementArguments(try row.storedValues()))
             }
-            guard !pending.patch.columns.isEmpty else { continue }
-            let columns = pending.patch.columns.keys.sorted()
-            let sql = "UPDATE download SET " + columns.map { "\($0) = ?" }.joined(separator: ", ") + ", updatedAt = ? WHERE id = ?"
+            guard !pending.patch.isEmpty else { continue }
             // As existentials: GRDB maps an array of those with a closure, an array of values
             // with a key path (several times slower, for every row).
-            let values: [(any DatabaseValueConvertible)?] = columns.map { pending.patch.columns[$0]! }
-                + [now.timeIntervalSince1970, id.storedValue]
-            try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(values))
+            let values = pending.patch.changedValues + [now.timeIntervalSince1970, id.storedValue]
+            try db.cachedStatement(sql: pending.patch.updateSQL).execute(arguments: StatementArguments(values))
         }
     }
 
