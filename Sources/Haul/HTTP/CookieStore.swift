@@ -56,6 +56,8 @@ final class CookieStore: Sendable {
 
     /// The `Cookie` header for `url`, or nil when no cookie matches.
     func header(for url: URLComponents) -> String? {
+        // Most downloads have no cookies at all: not even the URL is looked at then.
+        if state.withLock({ $0.cookies.isEmpty }) { return nil }
         guard let host = url.host?.lowercased() else { return nil }
         let path = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
         let secure = url.scheme?.lowercased() == "https"

@@ -87,7 +87,8 @@ struct HTTPTransport: Sendable {
         var method = method
         var seen: Set<String> = []
         for hop in 0... {
-            let target = current.string ?? start
+            // The URL as given until a redirect (rebuilding it from its parts costs a parse).
+            let target = hop == 0 ? start : current.string ?? start
             var request = HTTPClientRequest(url: target)
             request.method = method
             request.headers.add(name: "User-Agent", value: network.userAgent ?? "haul/\(HaulVersion.string)")
@@ -95,7 +96,7 @@ struct HTTPTransport: Sendable {
             for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
             // Credentials and cookies the caller gave go to the URL's own origin only (a
             // redirect elsewhere must not carry them); the store's cookies go where they match.
-            let sameOrigin = Origin(current) == home
+            let sameOrigin = hop == 0 || Origin(current) == home
             if !sameOrigin {
                 for name in ["Authorization", "Cookie", "Proxy-Authorization"] { request.headers.remove(name: name) }
             } else if let authorization, !request.headers.contains(name: "Authorization") {
@@ -111,7 +112,7 @@ struct HTTPTransport: Sendable {
                 await Self.discard(response.body)
                 throw Self.wantsCredentials(proxy)
             }
-            cookies.receive(response.headers[canonicalForm: "set-cookie"].map(String.init), from: current)
+            cookies.receive(response.headers["set-cookie"], from: current)
             let status = Int(response.status.code)
             guard Self.redirects.contains(status), let location = response.headers.first(name: "location") else {
                 let head = ResponseHead(status: status, reason: response.status.reasonPhrase, headers: response.headers)
