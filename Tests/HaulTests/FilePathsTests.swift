@@ -29,3 +29,10 @@ struct FilePathsTests {
         }
     }
 }
+
+extension FilePathsTests {
+    @Test func aCommittedFilesFolder() {
+        #expect(FileCommitter.folder(of: "/a/b/c.bin") == "/a/b")
+        #expect(FileCommitter.folder(of: "/c.bin") == "/")
+    }
+}

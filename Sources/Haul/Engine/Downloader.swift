@@ -166,8 +166,8 @@ public final class Downloader: Sendable {
     func runner(_ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
                 validated: Bool = false, events: DownloadRunner.RunEvents) -> DownloadRunner {
         var logger = configuration.logger
-        // Formatted only if something is logged.
-        logger[metadataKey: "download"] = .stringConvertible(id)
+        // Only where something is logged: setting metadata copies the logger's dictionary.
+        if logger.logLevel <= .debug { logger[metadataKey: "download"] = .stringConvertible(id) }
         let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
         var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
                                     transport: transport(for: request), stallTimeout: configuration.stallTimeout,

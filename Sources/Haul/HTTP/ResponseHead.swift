@@ -18,15 +18,45 @@ struct ResponseHead: Sendable {
     init(status: Int, reason: String = "", headers: HTTPHeaders, now: Date = Date()) {
         self.status = status
         self.reason = reason
-        isChunked = headers[canonicalForm: "transfer-encoding"].contains { $0.lowercased() == "chunked" }
-        contentLength = isChunked ? nil : headers.first(name: "content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
-        let rangeHeader = headers.first(name: "content-range")
-        contentRange = rangeHeader.flatMap(ContentRange.parse)
-        unsatisfiedLength = rangeHeader.flatMap(ContentRange.parseUnsatisfied)
-        validators = Validators(etag: headers.first(name: "etag"), lastModified: headers.first(name: "last-modified"))
-        acceptsRanges = headers[canonicalForm: "accept-ranges"].contains { $0.lowercased() == "bytes" }
-        retryAfter = headers.first(name: "retry-after").flatMap { RetryAfter.delay(from: $0, now: now) }
-        contentDisposition = headers.first(name: "content-disposition")
+        // One pass over the headers (each name looked at once, nothing allocated for the ones
+        // not wanted); for a single-valued header the first one counts.
+        var chunked = false
+        var ranges = false
+        var length: String?, range: String?, etag: String?, lastModified: String?, retry: String?, disposition: String?
+        for (name, value) in headers {
+            switch name.utf8.count {
+            case 4 where Self.named(name, "etag"): etag = etag ?? value
+            case 11 where Self.named(name, "retry-after"): retry = retry ?? value
+            case 13 where Self.named(name, "accept-ranges"): ranges = ranges || Self.lists(value, "bytes")
+            case 13 where Self.named(name, "content-range"): range = range ?? value
+            case 13 where Self.named(name, "last-modified"): lastModified = lastModified ?? value
+            case 14 where Self.named(name, "content-length"): length = length ?? value
+            case 17 where Self.named(name, "transfer-encoding"): chunked = chunked || Self.lists(value, "chunked")
+            case 19 where Self.named(name, "content-disposition"): disposition = disposition ?? value
+            default: break
+            }
+        }
+        isChunked = chunked
+        contentLength = chunked ? nil : length.flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        contentRange = range.flatMap(ContentRange.parse)
+        unsatisfiedLength = range.flatMap(ContentRange.parseUnsatisfied)
+        validators = Validators(etag: etag, lastModified: lastModified)
+        acceptsRanges = ranges
+        retryAfter = retry.flatMap { RetryAfter.delay(from: $0, now: now) }
+        contentDisposition = disposition
+    }
+
+    /// Whether header name `name` is `lowercase` (which is in lower case), ignoring ASCII case.
+    private static func named(_ name: String, _ lowercase: StaticString) -> Bool {
+        let wanted = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        return name.utf8.elementsEqual(wanted) { byte, low in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == low : byte == low
+        }
+    }
+
+    /// Whether the comma-separated list `value` has the token `lowercase`, ignoring case and spaces.
+    private static func lists(_ value: String, _ lowercase: String) -> Bool {
+        value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == lowercase }
     }
 
     var error: DownloadError {

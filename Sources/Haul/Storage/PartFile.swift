@@ -136,9 +136,9 @@ final class PartFile: Sendable {
         guard fdatasync(descriptor) == 0 else { throw .io("flush", path: path, errno: errno) }
     }
 
-    static func syncDirectory(of path: String) {
-        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    /// Flushes `directory` itself: the names created and renamed in it survive a crash.
+    static func syncDirectory(_ directory: String) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         _ = fsync(fd)
         close(fd)
