@@ -77,10 +77,21 @@ enum Aria2Options {
         }
     }
 
-    /// A new request for `url` from `options` over `defaults`, and whether to add it paused.
-    static func request(url: String, options: [String: JSONValue], defaults: GlobalOptions) throws(RPCError) -> (DownloadRequest, paused: Bool) {
+    /// A new request for `url` from `options` over `defaults` (whose request is `template`), and
+    /// whether to add it paused. Copies of one template share its options: a queue of 100,000
+    /// downloads added with the daemon's defaults holds one set of them, not 100,000.
+    static func request(url: String, options: [String: JSONValue], defaults: GlobalOptions,
+                        template: DownloadRequest) throws(RPCError) -> (DownloadRequest, paused: Bool) {
         try validate(url: url)
-        var request = DownloadRequest(url: url, directory: defaults.dir)
+        var request = template
+        request.url = url
+        if !options.isEmpty { try apply(options, to: &request, defaults: defaults) }
+        return (request, try bool(options["pause"], "pause") ?? false)
+    }
+
+    /// The request every new download starts from, with `defaults` (and no URL yet).
+    static func template(_ defaults: GlobalOptions) -> DownloadRequest {
+        var request = DownloadRequest(url: "", directory: defaults.dir)
         request.connections = defaults.connections
         request.minimumSplitSize = defaults.minSplitSize
         defaults.apply(rateLimitTo: &request)
@@ -89,8 +100,7 @@ enum Aria2Options {
         request.headers = defaults.headers
         request.overwrite = defaults.allowOverwrite
         request.network = defaults.network
-        try apply(options, to: &request, defaults: defaults)
-        return (request, try bool(options["pause"], "pause") ?? false)
+        return request
     }
 
     /// Changes `request` by `options`. `dir` and `out` together make the destination.

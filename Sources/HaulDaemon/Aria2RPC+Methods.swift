@@ -65,7 +65,7 @@ extension Aria2RPC {
         guard let url = uris.first else { throw .failed("URI is not provided.") }
         let options = try p.object(1) ?? [:]
         if p.count > 2, try p.int(2) < 0 { throw .failed("Position must be greater than or equal to 0.") }
-        let (request, paused) = try Aria2Options.request(url: url, options: options, defaults: globals)
+        let (request, paused) = try Aria2Options.request(url: url, options: options, defaults: globals, template: template)
         let id: DownloadManager.ID
         do { id = try await manager.add(request, paused: paused) } catch { throw .failed(error.description) }
         if p.count > 2 {

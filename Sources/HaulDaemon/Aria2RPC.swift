@@ -18,7 +18,11 @@ public actor Aria2RPC {
     let manager: DownloadManager
     let downloader: Downloader
     let secret: String?
-    var globals: GlobalOptions
+    var globals: GlobalOptions {
+        didSet { template = Aria2Options.template(globals) }
+    }
+    /// The request new downloads start from: ``globals`` made once into a request.
+    private(set) var template: DownloadRequest
     let sessionID: String
     let requestShutdown: ShutdownRequest
 
@@ -28,6 +32,7 @@ public actor Aria2RPC {
         self.downloader = downloader
         self.secret = secret
         self.globals = globals
+        template = Aria2Options.template(globals)
         self.requestShutdown = requestShutdown
         sessionID = (0..<40).map { _ in String(Int.random(in: 0..<16), radix: 16) }.joined()
     }

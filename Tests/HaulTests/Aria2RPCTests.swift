@@ -1,6 +1,7 @@
 import Foundation
 import HaulTestSupport
 import Testing
+@testable import Haul
 @testable import HaulDaemon
 
 /// aria2's JSON-RPC methods, answered in-process (no daemon process, no RPC socket): every
@@ -8,6 +9,21 @@ import Testing
 /// tests (`DaemonTests`, `DaemonSecurityTests`) cover the transport and its safety.
 @Suite(.serialized) struct Aria2RPCTests {
     // MARK: Adding and reporting
+
+    /// Downloads added with the daemon's defaults hold one copy of their options between them.
+    @Test func downloadsAddedWithTheDefaultsShareTheirOptions() throws {
+        let globals = GlobalOptions(dir: "/tmp/q", folders: FolderPolicy(root: "/tmp/q", confined: false))
+        let template = Aria2Options.template(globals)
+        let (a, pausedA) = try Aria2Options.request(url: "http://h/a", options: [:], defaults: globals, template: template)
+        let (b, pausedB) = try Aria2Options.request(url: "http://h/b", options: ["dir": "/tmp/q/sub", "pause": "true"],
+                                                    defaults: globals, template: template)
+        let (c, _) = try Aria2Options.request(url: "http://h/c", options: ["split": "2", "max-connection-per-server": "2"],
+                                              defaults: globals, template: template)
+        #expect(a.sharesOptions(with: template) && b.sharesOptions(with: template))
+        #expect(!c.sharesOptions(with: template) && c.connections == 2)
+        #expect(a.url == "http://h/a" && a.connections == 4 && !pausedA && pausedB)
+        #expect(b.destination == .directory("/tmp/q/sub"))
+    }
 
     @Test func addsAndReportsDownloadsAsAria2Does() async throws {
         try await RPCFixture.with(secret: "s3cret") { t async throws in

@@ -223,3 +223,28 @@ func closedPort() throws -> Int {
     guard bound else { throw POSIXError(.EADDRINUSE) }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+/// Requests made from one template keep one copy of their options.
+@Suite struct RequestOptionsSharingTests {
+    @Test func copiesShareOptionsUntilOneChanges() {
+        var template = DownloadRequest(url: "", directory: "/tmp")
+        template.connections = 4
+        template.headers = [.init(name: "X-A", value: "1")]
+        var a = template
+        a.url = "http://h/a"
+        var b = template
+        b.url = "http://h/b"
+        b.destination = .file("/tmp/b")
+        #expect(a.sharesOptions(with: b))
+        b.connections = 4
+        #expect(a.sharesOptions(with: b))
+        b.connections = 2
+        #expect(!a.sharesOptions(with: b))
+        #expect(a.connections == 4 && b.connections == 2 && a.headers == b.headers)
+        // Back to the defaults: every such request shares the one set of defaults.
+        var plain = DownloadRequest(url: "http://h/c", directory: "/tmp")
+        plain.maxTries = 3
+        plain.maxTries = 5
+        #expect(plain.sharesOptions(with: DownloadRequest(url: "http://h/d", file: "/tmp/d")))
+    }
+}

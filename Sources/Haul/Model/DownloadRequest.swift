@@ -121,6 +121,10 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// 48 bytes, not 144, in each of them).
     private var options = OptionsBox.standard
 
+    /// Whether this request and `other` hold the very same options (not only equal ones): what
+    /// copies of one template do until one of them changes an option.
+    func sharesOptions(with other: DownloadRequest) -> Bool { options === other.options }
+
     private mutating func change(_ body: (inout Options) -> Void) {
         var value = options.value
         body(&value)
