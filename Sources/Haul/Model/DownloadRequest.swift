@@ -158,17 +158,17 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         url = try container.decode(String.self, forKey: .url)
         destination = try container.decode(Destination.self, forKey: .destination)
-        var options = Options()
-        options.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
-        options.checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
-        options.maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
-        options.retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
-        options.overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
-        options.connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
-        options.minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
-        options.rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
-        options.network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
-        change { $0 = options }
+        var decoded = Options()
+        decoded.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
+        decoded.checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
+        decoded.maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
+        decoded.retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
+        decoded.overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
+        decoded.connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
+        decoded.minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
+        decoded.rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
+        decoded.network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
+        change { $0 = decoded }
     }
 
     private enum CodingKeys: String, CodingKey {
