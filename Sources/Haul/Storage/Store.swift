@@ -30,7 +30,8 @@ final class Store: Sendable {
         let path = path
         do {
             if !FileManager.default.fileExists(atPath: path) {
-                FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+                // Created private before SQLite opens it; if this fails, opening it below says why.
+                _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
             } else {
                 chmod(path, 0o600)
             }
