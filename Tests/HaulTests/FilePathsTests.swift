@@ -32,7 +32,7 @@ struct FilePathsTests {
 
 extension FilePathsTests {
     @Test func aCommittedFilesFolder() {
-        #expect(FileCommitter.folder(of: "/a/b/c.bin") == "/a/b")
-        #expect(FileCommitter.folder(of: "/c.bin") == "/")
+        #expect(FilePaths.folder(of: "/a/b/c.bin") == "/a/b")
+        #expect(FilePaths.folder(of: "/c.bin") == "/")
     }
 }

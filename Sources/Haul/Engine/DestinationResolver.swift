@@ -116,7 +116,7 @@ struct DestinationResolver: Sendable {
 
     /// Creates the folder (like `mkdir -p`) and checks it can be written to.
     static func ensureFolder(of path: String) throws(DownloadError) {
-        let folder = (path as NSString).deletingLastPathComponent
+        let folder = FilePaths.folder(of: path)
         if knownFolders.withLock({ $0.contains(folder) }) { return }
         defer { if access(folder, W_OK) == 0 { _ = knownFolders.withLock { $0.insert(folder) } } }
         var isDirectory: ObjCBool = false

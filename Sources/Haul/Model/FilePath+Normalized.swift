@@ -45,6 +45,13 @@ public enum FilePaths {
         }
     }
 
+    /// The folder of an absolute path (`/` for a file at the root), without Foundation: asked
+    /// for every file a long list writes.
+    static func folder(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex else { return "/" }
+        return String(path[..<slash])
+    }
+
     /// `path` with `~` expanded, made absolute against the current folder, and normalized.
     public static func absolute(_ path: String) -> String {
         let expanded = path.hasPrefix("~") ? (path as NSString).expandingTildeInPath : path

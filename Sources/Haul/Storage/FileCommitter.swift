@@ -91,7 +91,7 @@ final class FileCommitter: Sendable {
                 outcomes.append(.failure(failure))
                 continue
             }
-            folders.insert(Self.folder(of: entry.destination))
+            folders.insert(FilePaths.folder(of: entry.destination))
             outcomes.append(.success(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9))
         }
         // The renames themselves survive a crash once their folders are flushed.
@@ -121,12 +121,6 @@ final class FileCommitter: Sendable {
         case let code:
             return .io("rename \(entry.part.path) to", path: entry.destination, errno: code)
         }
-    }
-
-    /// The folder of an absolute path (`/` for a file at the root).
-    static func folder(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex else { return "/" }
-        return String(path[..<slash])
     }
 
     /// The modification time of the file at `path`, as ``commit(_:to:replacing:)`` reports it.
