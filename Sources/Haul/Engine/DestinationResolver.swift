@@ -38,27 +38,8 @@ struct DestinationResolver: Sendable {
     /// The path of an absolute `scheme://authority/path?query#fragment` URL as it is written
     /// (what `URLComponents.percentEncodedPath` answers, without parsing the rest).
     static func percentEncodedPath(of url: String) -> String {
-        var url = url
-        let found: String?? = url.withUTF8 { bytes in
-            let slash = UInt8(ascii: "/"), question = UInt8(ascii: "?"), hash = UInt8(ascii: "#"), colon = UInt8(ascii: ":")
-            var i = 0
-            // The scheme ends at the first "://"; without one, the URL is not the usual kind.
-            while i + 2 < bytes.count, !(bytes[i] == colon && bytes[i + 1] == slash && bytes[i + 2] == slash) {
-                if bytes[i] == slash || bytes[i] == question || bytes[i] == hash { return nil }
-                i += 1
-            }
-            guard i + 2 < bytes.count else { return nil }
-            i += 3
-            while i < bytes.count, bytes[i] != slash, bytes[i] != question, bytes[i] != hash { i += 1 }
-            guard i < bytes.count, bytes[i] == slash else { return .some(nil) }
-            var end = i
-            while end < bytes.count, bytes[end] != question, bytes[end] != hash { end += 1 }
-            return .some(String(decoding: UnsafeBufferPointer(rebasing: bytes[i..<end]), as: UTF8.self))
-        }
-        switch found {
-        case .some(let path): return path ?? ""
-        case .none: return URLComponents(string: url)?.percentEncodedPath ?? ""
-        }
+        if let path = URLParts.path(of: url) { return String(path) }
+        return URLComponents(string: url)?.percentEncodedPath ?? ""
     }
 
     /// Whether anything (a file, a folder, a link) is at `path`: one `lstat`.

@@ -29,10 +29,8 @@ public enum URLRedaction {
     /// The range of `user[:password]@` between `scheme://` and the host, if any.
     private static func userinfoRange(_ url: String) -> Range<String.Index>? {
         // Most URLs have no "@" at all: one scan of the bytes, no Foundation search.
-        guard url.utf8.contains(UInt8(ascii: "@")), let schemeEnd = url.range(of: "://") else { return nil }
-        let authorityStart = schemeEnd.upperBound
-        let authorityEnd = url[authorityStart...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
-        guard let at = url[authorityStart..<authorityEnd].lastIndex(of: "@") else { return nil }
-        return authorityStart..<url.index(after: at)
+        guard url.utf8.contains(UInt8(ascii: "@")), let authority = URLParts.authority(of: url),
+              let at = url[authority].lastIndex(of: "@") else { return nil }
+        return authority.lowerBound..<url.index(after: at)
     }
 }
