@@ -93,31 +93,29 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         var options = request
         options.url = ""
         options.destination = .file("")
-        if let known = optionsJSON.withLock({ $0[options] }) { return known }
-        let json = String(decoding: try encoder.encode(options), as: UTF8.self)
-        optionsJSON.withLock { cache in
-            if cache.count >= 64 { cache.removeAll() }
-            cache[options] = json
-        }
-        return json
+        return try remembered(options, in: optionsJSON) { String(decoding: try encoder.encode(options), as: UTF8.self) }
     }
 
     private static let optionsJSON = Mutex<[DownloadRequest: String]>([:])
     private static let decodedOptions = Mutex<[String: DownloadRequest]>([:])
 
+    /// `make()`'s value for `key`, made once while it is among the last few dozen asked for.
+    private static func remembered<Key: Hashable & Sendable, Value: Sendable>(
+        _ key: Key, in cache: borrowing Mutex<[Key: Value]>, make: () throws -> Value
+    ) rethrows -> Value {
+        if let known = cache.withLock({ $0[key] }) { return known }
+        let value = try make()
+        cache.withLock { cache in
+            if cache.count >= 64 { cache.removeAll() }
+            cache[key] = value
+        }
+        return value
+    }
+
     /// The request from the `request` column and the URL and destination columns.
     static func request(options json: String, url: String, destinationKind: Int, destination: String) throws -> DownloadRequest {
         // Rows of one list carry the same options: decoded once, and their copies share them.
-        var request: DownloadRequest
-        if let known = decodedOptions.withLock({ $0[json] }) {
-            request = known
-        } else {
-            request = try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8))
-            decodedOptions.withLock { cache in
-                if cache.count >= 64 { cache.removeAll() }
-                cache[json] = request
-            }
-        }
+        var request = try remembered(json, in: decodedOptions) { try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8)) }
         request.url = url
         request.destination = destinationKind == 0 ? .file(destination) : .directory(destination)
         return request
