@@ -266,7 +266,8 @@ import Testing
 
 extension DownloadBasicsTests {
     /// A file that appears at the destination while Haul downloads is someone else's: it is
-    /// never replaced; the download stays in its part file and says so.
+    /// never replaced; the download stays in its part file and says so. (A small download,
+    /// whose part file has no name yet, steps around it instead: `UnnamedPartFileTests`.)
     @Test func aFileThatAppearsAtTheDestinationMeanwhileIsNotReplaced() async throws {
         let server = try await FaultServer.start()
         let harness = try Harness()
@@ -275,10 +276,12 @@ extension DownloadBasicsTests {
         route.bytesPerSecond = 512 << 10
         server.serve("/f.bin", route)
         let theirs = testBytes(1000, seed: 13)
-        async let outcome = harness.download(harness.request(server.url("/f.bin"), file: "f.bin"))
-        #expect(try await waitUntil { fileSize(harness.directory.file("f.bin.part")) > 0 })
-        try harness.directory.write("f.bin", theirs)
-        let result = try await outcome
+        let downloader = try harness.downloader()
+        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        try await writeOnceBytesArrive(task, harness.directory, "f.bin", theirs)
+        let result: Result<DownloadResult, DownloadError>
+        do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
+        try await downloader.shutdown()
         try await server.shutdown()
 
         guard case .failure(let error) = result else {
@@ -289,4 +292,26 @@ extension DownloadBasicsTests {
         #expect(harness.directory.contents("f.bin") == theirs)
         #expect(digest(harness.directory.contents("f.bin.part")) == digest(route.content))
     }
+
+    /// With `overwrite`, a file that appears meanwhile is replaced by the download.
+    @Test(arguments: [200_000, 1 << 20])
+    func withOverwriteAFileThatAppearsMeanwhileIsReplaced(size: Int) async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(size, seed: 14))
+        route.bytesPerSecond = 512 << 10
+        server.serve("/f.bin", route)
+        let downloader = try harness.downloader()
+        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin") { $0.overwrite = true })
+        try await writeOnceBytesArrive(task, harness.directory, "f.bin", testBytes(1000, seed: 15))
+        let result = try await task.result()
+        try await downloader.shutdown()
+        try await server.shutdown()
+
+        #expect(result.bytes == Int64(size))
+        #expect(digest(harness.directory.contents("f.bin")) == digest(route.content))
+        #expect(!harness.directory.exists("f.bin.part"))
+    }
+
 }

@@ -42,6 +42,34 @@ static inline int haul_rename_noreplace(const char *from, const char *to) {
 #endif
 }
 
+/// Opens a new regular file without a name in the folder `folder` (Linux's O_TMPFILE), for
+/// reading and writing. Returns the descriptor, or -1 with errno set where the kernel or the
+/// filesystem cannot (EOPNOTSUPP, EISDIR, EINVAL; ENOSYS elsewhere).
+static inline int haul_open_unnamed(const char *folder) {
+#if defined(__linux__) && defined(O_TMPFILE)
+    return open(folder, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+#else
+    (void)folder;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/// Gives the file open at `fd` the name `to`, failing with EEXIST when something is there: the
+/// check and the naming in one step. Works for a file opened with haul_open_unnamed; goes
+/// through /proc/self/fd, since linking a descriptor directly (AT_EMPTY_PATH) needs a privilege.
+static inline int haul_link_descriptor(int fd, const char *to) {
+#if defined(__linux__)
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, path, AT_FDCWD, to, AT_SYMLINK_FOLLOW);
+#else
+    (void)fd; (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 /// Flushes every dirty page of the filesystem holding `fd` (Linux's syncfs), so a batch of
 /// finished files costs one flush. Elsewhere, fsync of `fd` alone.
 static inline int haul_syncfs(int fd) {

@@ -60,13 +60,18 @@ struct DestinationResolver: Sendable {
         if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
         if overwrite { return .download(path) }
         // Never modify a file Haul did not write: step aside to name.1.ext, name.2.ext, …
-        let (stem, ext) = Self.splitExtension(path)
         for n in 1...Self.maxSuffix {
-            let candidate = ext.isEmpty ? "\(stem).\(n)" : "\(stem).\(n).\(ext)"
+            let candidate = Self.candidate(path, suffix: n)
             guard let existing = Self.regularFileSize(candidate) else { return .download(candidate) }
             if let remoteLength, existing == remoteLength { return .alreadyComplete(candidate, bytes: existing) }
         }
         throw .io("cannot find a free name next to \(path): \(Self.maxSuffix) copies exist")
+    }
+
+    /// The `n`th name beside `path` for a download that steps around a file: `a/f.n.tar.gz`.
+    static func candidate(_ path: String, suffix n: Int) -> String {
+        let (stem, ext) = splitExtension(path)
+        return ext.isEmpty ? "\(stem).\(n)" : "\(stem).\(n).\(ext)"
     }
 
     /// `a/f.tar.gz` → (`a/f`, `tar.gz`): compressed tarballs keep their double extension.

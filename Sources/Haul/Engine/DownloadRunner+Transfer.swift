@@ -260,17 +260,17 @@ extension DownloadRunner {
             let actual = digest?.finalizeHex() ?? ""
             guard actual == checksum.hex else {
                 // The bytes are wrong, so keeping them would only make the next run fail the same way.
-                unlink(transfer.part.path)
+                transfer.part.remove()
                 store.writer.update(id, .ranges(ByteRanges()))
                 throw DownloadError.checksumMismatch(algorithm: checksum.algorithm.rawValue, expected: checksum.hex, actual: actual)
                     .with(url: request.displayURL)
             }
         }
         events.transferred()
-        let modified = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
-        store.writer.update(id, .finished(path: path, bytes: total, fileModified: modified))
+        let committed = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
+        store.writer.update(id, .finished(path: committed.path, bytes: total, fileModified: committed.modified))
         report(&transfer, at: .now)
-        return DownloadResult(path: path, bytes: total, bytesFetched: transfer.fetched, wasAlreadyComplete: false)
+        return DownloadResult(path: committed.path, bytes: total, bytesFetched: transfer.fetched, wasAlreadyComplete: false)
     }
 
     /// Records the bytes that were flushed when the transfer stopped (a pause, a failure).

@@ -63,7 +63,8 @@ struct DownloadRunner: Sendable {
                     // first contact looked where the URL's name leads; a server-given name may
                     // lead elsewhere).
                     let lookedAt = path == wantedFromURL(urlName)
-                    guard lookedAt || !DestinationResolver.exists(path + ".part"), let part = try lockNow(partOf: path) else {
+                    guard lookedAt || !DestinationResolver.exists(path + ".part"),
+                          let part = try partNow(of: path, length: first.probe.totalLength) else {
                         streamFirst = false
                         continue
                     }
@@ -101,6 +102,19 @@ struct DownloadRunner: Sendable {
             do { try await clock.sleep(for: .milliseconds(200)) } catch { throw .cancelled }
         }
         return waited && !part.isStillAtPath() ? nil : part
+    }
+
+    /// Bodies announced smaller than this start in a part file without a name: at most speeds
+    /// they are complete before the first checkpoint would name it, and go straight to their
+    /// final name (one directory entry instead of two).
+    static let unnamedPartLimit: Int64 = 1 << 20
+
+    /// The part file for a body of `length` bytes that is already arriving: without a name if
+    /// the body is small and the system can make one, else `path.part` locked if nobody holds
+    /// it; nil when somebody does.
+    func partNow(of path: String, length: Int64?) throws(DownloadError) -> PartFile? {
+        if let length, length < Self.unnamedPartLimit, let part = PartFile.unnamed(path: path + ".part") { return part }
+        return try lockNow(partOf: path)
     }
 
     /// Opens and locks `path.part` if nobody holds it; nil otherwise.

@@ -57,7 +57,15 @@ actor Checkpointer {
             pending = nil
             do {
                 let part = self.part
-                try await NIOThreadPool.singleton.runIfActive { try part.sync() }
+                // A part file without a name gets it now: the ranges recorded below must be
+                // findable after a crash. Where another process took the name meanwhile, the
+                // bytes stay unnamed and nothing is recorded (that process has the file).
+                let recordable = try await NIOThreadPool.singleton.runIfActive { () throws(DownloadError) -> Bool in
+                    guard try part.name() else { return false }
+                    try part.sync()
+                    return true
+                }
+                guard recordable else { continue }
                 // Written with the next group commit; a failure there reaches the manager.
                 writer.update(id, .ranges(next))
                 durable = next

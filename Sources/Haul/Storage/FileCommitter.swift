@@ -5,7 +5,7 @@ import Synchronization
 
 /// Puts finished files at their final names, durably, in batches: every file that finished
 /// while the last batch was being written goes into the next, which costs one `syncfs` for
-/// all of them, then a rename each, then one `fsync` per folder.
+/// all of them, then a rename (or a link) each, then one `fsync` per folder.
 ///
 /// A file at its final name is complete and on disk before its rename is; a crash or power
 /// loss leaves either the complete file or the part file, never a partial at the final name.
@@ -17,7 +17,7 @@ final class FileCommitter: Sendable {
         let destination: String
         /// Whether a file that appeared at the destination meanwhile may be replaced.
         let replacing: Bool
-        let done: CheckedContinuation<Result<Double, DownloadError>, Never>
+        let done: CheckedContinuation<Result<Committed, DownloadError>, Never>
     }
 
     private struct State {
@@ -27,15 +27,26 @@ final class FileCommitter: Sendable {
 
     private let state = Mutex(State())
 
-    /// Renames `part` to `destination` once its bytes are on disk. Returns the file's
-    /// modification time (to recognise it later as Haul's own).
+    /// Where a finished file ended up, and its modification time (to recognise it later as
+    /// Haul's own).
+    struct Committed: Sendable {
+        var path: String
+        var modified: Double
+    }
+
+    /// Puts `part` at `destination` (a rename, or a link for a part file without a name) once
+    /// its bytes are on disk.
+    ///
+    /// A part file without a name never claimed `destination`: a file found there is treated
+    /// as one found before the download started. The same bytes count as this download and
+    /// stay as they are; different ones are stepped around (`name.1.ext`, as for rule 4).
     ///
     /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when the flush or the rename
-    ///   fails, or when a file appeared at `destination` meanwhile and `replacing` is false
-    ///   (the download then stays in the part file).
-    func commit(_ part: PartFile, to destination: String, replacing: Bool) async throws(DownloadError) -> Double {
+    ///   fails, or when a file appeared at the destination of a named part file meanwhile and
+    ///   `replacing` is false (the download then stays in the part file).
+    func commit(_ part: PartFile, to destination: String, replacing: Bool) async throws(DownloadError) -> Committed {
         // Not cancellable: once asked, the rename happens or fails; a pause cannot leave it half done.
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Double, DownloadError>, Never>) in
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Committed, DownloadError>, Never>) in
             let start: Bool = state.withLock { state in
                 state.pending.append(Entry(part: part, destination: destination, replacing: replacing, done: continuation))
                 guard !state.working else { return false }
@@ -73,7 +84,7 @@ final class FileCommitter: Sendable {
     private func write(_ batch: [Entry]) {
         // One flush per filesystem the batch touches; the file's time comes from the same look.
         var flushed: [UInt64: Int32] = [:]
-        var outcomes: [Result<Double, DownloadError>] = []
+        var outcomes: [Result<Committed, DownloadError>] = []
         var folders = Set<String>()
         for entry in batch {
             var info = stat()
@@ -87,40 +98,109 @@ final class FileCommitter: Sendable {
                 outcomes.append(.failure(.io("flush", path: entry.part.path, errno: code)))
                 continue
             }
-            if let failure = Self.putInPlace(entry) {
+            switch Self.putInPlace(entry) {
+            case .placed(let path):
+                outcomes.append(.success(Committed(path: path, modified: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)))
+            case .foundInPlace(let path, let modified):
+                outcomes.append(.success(Committed(path: path, modified: modified)))
+                continue
+            case .failed(let failure):
                 outcomes.append(.failure(failure))
                 continue
             }
             folders.insert(FilePaths.folder(of: entry.destination))
-            outcomes.append(.success(Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9))
         }
         // The renames themselves survive a crash once their folders are flushed.
         for folder in folders { PartFile.syncDirectory(folder) }
         for (entry, outcome) in zip(batch, outcomes) { entry.done.resume(returning: outcome) }
     }
 
-    /// Renames the part file into place; without `replacing`, never over a file that appeared
-    /// at the destination meanwhile (the check and the rename are one step where the system
-    /// allows it).
-    private static func putInPlace(_ entry: Entry) -> DownloadError? {
-        if entry.replacing {
-            return rename(entry.part.path, entry.destination) == 0 ? nil
-                : .io("rename \(entry.part.path) to", path: entry.destination, errno: errno)
+    private enum Placement {
+        case placed(at: String)
+        /// The same bytes were at `at` already (another writer of the same file finished
+        /// first); their modification time.
+        case foundInPlace(at: String, modified: Double)
+        case failed(DownloadError)
+    }
+
+    /// Puts the part file at its final name; without `replacing`, never over a file that
+    /// appeared at the destination meanwhile (the check and the naming are one step where the
+    /// system allows it).
+    private static func putInPlace(_ entry: Entry) -> Placement {
+        let part = entry.part
+        if !part.isNamed {
+            // Over a file: only from a name of its own (a rename replaces, a link does not).
+            if entry.replacing {
+                do {
+                    guard try part.name() else { return .failed(appeared(entry)) }
+                } catch {
+                    return .failed(error)
+                }
+                return placed(rename(part.path, entry.destination), entry)
+            }
+            return linkInPlace(entry)
         }
-        if haul_rename_noreplace(entry.part.path, entry.destination) == 0 { return nil }
+        if entry.replacing { return placed(rename(part.path, entry.destination), entry) }
+        if haul_rename_noreplace(part.path, entry.destination) == 0 { return .placed(at: entry.destination) }
         switch errno {
         case EEXIST:
-            return .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
+            return .failed(appeared(entry))
         case EINVAL, ENOSYS, ENOTSUP:
             // No atomic way here: look, then rename.
-            if DestinationResolver.regularFileSize(entry.destination) != nil {
-                return .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
-            }
-            return rename(entry.part.path, entry.destination) == 0 ? nil
-                : .io("rename \(entry.part.path) to", path: entry.destination, errno: errno)
+            if DestinationResolver.regularFileSize(entry.destination) != nil { return .failed(appeared(entry)) }
+            return placed(rename(part.path, entry.destination), entry)
         case let code:
-            return .io("rename \(entry.part.path) to", path: entry.destination, errno: code)
+            return .failed(.io("rename \(part.path) to", path: entry.destination, errno: code))
         }
+    }
+
+    /// Links a part file without a name at the destination. It never claimed that name, so a
+    /// file found there is treated as one found before the download (rule 4 of the resume
+    /// semantics): the same bytes are this download; different ones are stepped around to
+    /// `name.1.ext`, `name.2.ext`, … (two downloads of one list with one name, as a crawl of
+    /// `index.html` pages has).
+    private static func linkInPlace(_ entry: Entry) -> Placement {
+        var candidate = entry.destination
+        for n in 0...DestinationResolver.maxSuffix {
+            if n > 0 { candidate = DestinationResolver.candidate(entry.destination, suffix: n) }
+            if haul_link_descriptor(entry.part.descriptor, candidate) == 0 { return .placed(at: candidate) }
+            guard errno == EEXIST else { return .failed(.io("create", path: candidate, errno: errno)) }
+            if sameContent(entry.part.descriptor, candidate), let modified = modified(candidate) {
+                return .foundInPlace(at: candidate, modified: modified)
+            }
+        }
+        return .failed(.io("cannot find a free name next to \(entry.destination): \(DestinationResolver.maxSuffix) copies exist"))
+    }
+
+    private static func placed(_ renamed: Int32, _ entry: Entry) -> Placement {
+        renamed == 0 ? .placed(at: entry.destination) : .failed(.io("rename \(entry.part.path) to", path: entry.destination, errno: errno))
+    }
+
+    private static func appeared(_ entry: Entry) -> DownloadError {
+        .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
+    }
+
+    /// Whether the file at `path` holds exactly the bytes of the file open at `descriptor`.
+    static func sameContent(_ descriptor: Int32, _ path: String) -> Bool {
+        let other = open(path, O_RDONLY | O_CLOEXEC)
+        guard other >= 0 else { return false }
+        defer { close(other) }
+        var mine = stat()
+        var theirs = stat()
+        guard fstat(descriptor, &mine) == 0, fstat(other, &theirs) == 0, mine.st_size == theirs.st_size,
+              (theirs.st_mode & S_IFMT) == S_IFREG else { return false }
+        let chunk = 64 << 10
+        let buffers = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * chunk, alignment: 16)
+        defer { buffers.deallocate() }
+        var offset: off_t = 0
+        while offset < mine.st_size {
+            let wanted = min(chunk, Int(mine.st_size - offset))
+            guard pread(descriptor, buffers.baseAddress!, wanted, offset) == wanted,
+                  pread(other, buffers.baseAddress! + chunk, wanted, offset) == wanted,
+                  memcmp(buffers.baseAddress!, buffers.baseAddress! + chunk, wanted) == 0 else { return false }
+            offset += off_t(wanted)
+        }
+        return true
     }
 
     /// The modification time of the file at `path`, as ``commit(_:to:replacing:)`` reports it.

@@ -6,15 +6,24 @@ import Darwin
 import CHaulSystem
 import Foundation
 import NIOCore
+import Synchronization
 
 /// The open `DEST.part` of one download: positional writes, flushes, and the lock that
 /// makes its process the only writer.
 ///
 /// The lock is `flock` on the part file itself, released when the descriptor closes (also
 /// when the process dies, so a `kill -9` never leaves a stale lock).
+///
+/// A small download starts in a part file without a name (``unnamed(path:)``) and gets its
+/// name only when a checkpoint is due (``name()``): most small files are complete before
+/// that, and go from no name straight to their final one. One directory entry a file instead
+/// of two, and none at all for a download that a crash cuts short (the system frees the file).
 final class PartFile: Sendable {
+    /// Where the part file is, or will be once it has a name: `DEST.part`.
     let path: String
     let descriptor: Int32
+    /// False until an unnamed part file is given its name.
+    private let named: Mutex<Bool>
 
     /// Opens or creates the part file, without locking it.
     init(path: String) throws(DownloadError) {
@@ -22,9 +31,57 @@ final class PartFile: Sendable {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .io("write to", path: path, errno: errno) }
         descriptor = fd
+        named = Mutex(true)
+    }
+
+    private init(unnamed descriptor: Int32, path: String) {
+        self.path = path
+        self.descriptor = descriptor
+        named = Mutex(false)
     }
 
     deinit { close(descriptor) }
+
+    /// A new part file without a name, in the folder of `path` (its name to be), or nil where
+    /// the system cannot make one (a filesystem without `O_TMPFILE`, no `/proc`): then the
+    /// caller makes a named one.
+    static func unnamed(path: String) -> PartFile? {
+        guard canLinkDescriptors else { return nil }
+        let fd = haul_open_unnamed(FilePaths.folder(of: path))
+        return fd >= 0 ? PartFile(unnamed: fd, path: path) : nil
+    }
+
+    /// Whether a descriptor can be given a name later (``name()`` goes through `/proc/self/fd`).
+    private static let canLinkDescriptors = access("/proc/self/fd", X_OK) == 0
+
+    /// Whether the file has its name, `path`.
+    var isNamed: Bool { named.withLock { $0 } }
+
+    /// Gives an unnamed part file its name `path`, locked before it is visible so that no
+    /// other writer can take it in between. Does nothing for a named one.
+    ///
+    /// - Returns: false when something is at `path` already (another process downloads the
+    ///   same file): the file stays unnamed.
+    /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when the name cannot be made.
+    func name() throws(DownloadError) -> Bool {
+        try named.withLock { (named: inout Bool) throws(DownloadError) -> Bool in
+            if named { return true }
+            // Nobody else can hold the lock of a file without a name.
+            _ = try tryLock()
+            guard haul_link_descriptor(descriptor, path) == 0 else {
+                if errno == EEXIST { return false }
+                throw .io("create", path: path, errno: errno)
+            }
+            named = true
+            return true
+        }
+    }
+
+    /// Removes the part file from its folder, if it has a name (an unnamed one goes with its
+    /// descriptor; `path` may then be another writer's file).
+    func remove() {
+        if isNamed { unlink(path) }
+    }
 
     /// Takes the exclusive write lock without waiting. Returns the pid of the holder (0 when
     /// it cannot be told) when someone else has it.

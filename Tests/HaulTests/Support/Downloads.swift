@@ -47,3 +47,10 @@ struct Harness {
 
     func remove() { directory.remove() }
 }
+
+/// Writes `bytes` at `name` in `directory` once `task`'s bytes are being written: its destination
+/// is settled by then (a file there earlier would be stepped around instead).
+func writeOnceBytesArrive(_ task: DownloadTask, _ directory: TestDirectory, _ name: String, _ bytes: [UInt8]) async throws {
+    for await progress in task.progress where progress.bytesDone > 0 { break }
+    try directory.write(name, bytes)
+}

@@ -1,0 +1,168 @@
+import Foundation
+import HaulTestSupport
+import NIOCore
+import Testing
+@testable import Haul
+
+/// Small downloads start in a part file without a name: it is named `NAME.part` when a
+/// checkpoint is due (or the transfer stops), and otherwise goes straight to its final name.
+@Suite struct UnnamedPartFileTests {
+    @Test func anUnnamedPartFileGetsItsNameWithItsBytes() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let part = try #require(PartFile.unnamed(path: dir.file("f.bin.part")), "this filesystem has no O_TMPFILE")
+        let bytes = testBytes(5000, seed: 1)
+        try part.write(ByteBuffer(bytes: bytes), at: 0)
+        #expect(!part.isNamed)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+
+        #expect(try part.name())
+        #expect(part.isNamed)
+        #expect(dir.contents("f.bin.part") == bytes)
+        // It is locked from the moment it has a name.
+        let other = try PartFile(path: dir.file("f.bin.part"))
+        #expect(try other.tryLock() != nil)
+    }
+
+    @Test func anUnnamedPartFileNeverTakesOrRemovesAnotherWritersFile() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let theirs = testBytes(100, seed: 2)
+        try dir.write("f.bin.part", theirs)
+        let part = try #require(PartFile.unnamed(path: dir.file("f.bin.part")))
+        try part.write(ByteBuffer(bytes: testBytes(300, seed: 3)), at: 0)
+
+        #expect(try part.name() == false)
+        #expect(!part.isNamed)
+        part.remove()
+        #expect(dir.contents("f.bin.part") == theirs)
+    }
+
+    /// Until a checkpoint is due nothing of a small download is in its folder; the stall's
+    /// retry names the part file with what came, and the next request continues from there.
+    @Test func aSmallDownloadIsNamedWhenItStopsAndContinuesFromThere() async throws {
+        let server = try await FaultServer.start()
+        var harness = try Harness()
+        harness.stallTimeout = .seconds(2)
+        defer { harness.remove() }
+        var route = Route(content: testBytes(300_000, seed: 4))
+        route.stallFirstAfter = 100_000
+        server.serve("/f.bin", route)
+
+        let downloader = try harness.downloader()
+        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        #expect(try await waitUntil { server.stats("/f.bin").bodyBytesSent >= 100_000 })
+        // Stalled for two seconds from here, before any checkpoint: nothing on disk by name.
+        #expect(!harness.directory.exists("f.bin.part") && !harness.directory.exists("f.bin"))
+        let result = try await task.result()
+        try await downloader.shutdown()
+        let stats = server.stats("/f.bin")
+        try await server.shutdown()
+
+        #expect(result.bytes == 300_000)
+        #expect(digest(harness.directory.contents("f.bin")) == digest(route.content))
+        #expect(!harness.directory.exists("f.bin.part"))
+        // The second request asked for the rest only: the stopped transfer's bytes were kept.
+        #expect(stats.getCount == 2)
+        #expect(stats.bodyBytesSent == 300_000, "sent \(stats.bodyBytesSent)")
+    }
+
+    /// Two writers of one small file (two processes given the same list): both finish, the
+    /// second finds the first's identical copy and takes it as its own.
+    @Test func twoWritersOfOneSmallFileBothSucceed() async throws {
+        let server = try await FaultServer.start()
+        let first = try Harness()
+        let second = try Harness()
+        defer {
+            first.remove()
+            second.remove()
+        }
+        var route = Route(content: testBytes(200_000, seed: 5))
+        route.bytesPerSecond = 400_000
+        server.serve("/f.bin", route)
+        let request = first.request(server.url("/f.bin"), file: "f.bin")
+
+        async let one = first.download(request)
+        async let two = second.download(request)
+        let results = try await [one, two]
+        try await server.shutdown()
+
+        for result in results { #expect(try result.get().path == first.directory.file("f.bin")) }
+        #expect(digest(first.directory.contents("f.bin")) == digest(route.content))
+        #expect(!first.directory.exists("f.bin.part"))
+        #expect(server.stats("/f.bin").getCount == 2)
+    }
+
+    /// A crash while the part file has no name leaves nothing behind, and the rerun fetches
+    /// the file whole.
+    @Test func killNineBeforeTheFirstCheckpointLeavesNothingInTheFolder() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var route = Route(content: testBytes(400_000, seed: 6))
+        route.stallFirstAfter = 100_000
+        server.serve("/small.bin", route)
+        let arguments = ["get", "-q", "-d", "out", "--timeout", "30", "--state-dir", dir.file("state"), server.url("/small.bin")]
+
+        let haul = try HaulProcess(arguments, in: dir.path)
+        #expect(try await waitUntil { server.stats("/small.bin").bodyBytesSent >= 100_000 })
+        haul.signal(SIGKILL)
+        _ = try await haul.finish()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("out")).isEmpty)
+
+        let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        #expect(digest(dir.contents("out/small.bin")) == digest(route.content))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("out")) == ["small.bin"])
+    }
+
+    /// A small download claims its name only when it is put in place: a different file found
+    /// there then is stepped around, as one found at the start would be (rule 4); theirs stays.
+    @Test func aDifferentFileFoundAtTheNameIsSteppedAround() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(200_000, seed: 7))
+        route.bytesPerSecond = 512 << 10
+        server.serve("/f.bin", route)
+        let theirs = testBytes(1000, seed: 8)
+        let downloader = try harness.downloader()
+        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        try await writeOnceBytesArrive(task, harness.directory, "f.bin", theirs)
+        let result = try await task.result()
+        try await downloader.shutdown()
+        try await server.shutdown()
+
+        #expect(result.path == harness.directory.file("f.1.bin"))
+        #expect(harness.directory.contents("f.bin") == theirs)
+        #expect(digest(harness.directory.contents("f.1.bin")) == digest(route.content))
+        #expect(!harness.directory.exists("f.bin.part") && !harness.directory.exists("f.1.bin.part"))
+        // Asked again, the download is found where it went: nothing is fetched again.
+        #expect(try await harness.record(for: harness.directory.file("f.1.bin"))?.status == .completed)
+    }
+
+    /// A crawl: two URLs of one list whose files share a name, downloaded at the same time.
+    /// Both are kept, the second beside the first.
+    @Test func twoDownloadsOfOneListWithOneNameAreBothKept() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var contents: [[UInt8]] = []
+        for (index, site) in ["a", "b"].enumerated() {
+            var route = Route(content: testBytes(200_000, seed: UInt64(20 + index)))
+            route.bytesPerSecond = 400_000
+            server.serve("/\(site)/index.html", route)
+            contents.append(route.content)
+        }
+        try dir.write("list", Array((server.url("/a/index.html") + "\n" + server.url("/b/index.html") + "\n").utf8))
+        let (status, stderr) = try await HaulProcess.run(["get", "-q", "-j", "2", "-i", "list", "-d", "out", "--state-dir", dir.file("state")],
+                                                         in: dir.path)
+        try await server.shutdown()
+
+        #expect(status == 0, "\(stderr)")
+        let kept = Set([dir.contents("out/index.html"), dir.contents("out/index.1.html")].map { $0.map(digest) })
+        #expect(kept == Set(contents.map { Optional(digest($0)) }))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("out")).sorted() == ["index.1.html", "index.html"])
+    }
+}
