@@ -37,4 +37,15 @@ struct ResponseHeadTests {
         let unsatisfied = ResponseHead(status: 416, headers: HTTPHeaders([("content-range", "bytes */5")]))
         #expect(unsatisfied.unsatisfiedLength == 5)
     }
+
+    /// A token in a comma-separated header value (`Accept-Ranges`, `Transfer-Encoding`): whole
+    /// items only, any ASCII case, spaces and tabs around an item ignored.
+    @Test(arguments: [
+        ("bytes", true), ("Bytes", true), (" none , BYTES ", true), ("\tbytes\t", true), ("bytes,", true), (",bytes", true),
+        ("none, bytes, other", true), ("none", false), ("", false), (",", false), ("bytesx", false), ("xbytes", false),
+        ("by tes", false), ("bytes;q=1", false), ("bytés", false),
+    ])
+    func findsATokenInAList(value: String, found: Bool) {
+        #expect(ResponseHead.lists(value, "bytes") == found)
+    }
 }

@@ -37,7 +37,7 @@ struct ResponseHead: Sendable {
             }
         }
         isChunked = chunked
-        contentLength = chunked ? nil : length.flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        contentLength = chunked ? nil : length.flatMap { Int64($0) ?? Int64($0.trimmingCharacters(in: .whitespaces)) }
         contentRange = range.flatMap(ContentRange.parse)
         unsatisfiedLength = range.flatMap(ContentRange.parseUnsatisfied)
         validators = Validators(etag: etag, lastModified: lastModified)
@@ -54,9 +54,30 @@ struct ResponseHead: Sendable {
         }
     }
 
-    /// Whether the comma-separated list `value` has the token `lowercase`, ignoring case and spaces.
-    private static func lists(_ value: String, _ lowercase: String) -> Bool {
-        value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == lowercase }
+    /// Whether the comma-separated list `value` has the token `lowercase` (in lower case),
+    /// ignoring ASCII case and the spaces and tabs around each item. A scan of the bytes: every
+    /// response of a long list has an `Accept-Ranges`.
+    static func lists(_ value: String, _ lowercase: StaticString) -> Bool {
+        let wanted = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var value = value
+        return value.withUTF8 { bytes in
+            var start = 0
+            while start <= bytes.count {
+                var end = start
+                while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
+                var (first, last) = (start, end)
+                while first < last, isBlank(bytes[first]) { first += 1 }
+                while last > first, isBlank(bytes[last - 1]) { last -= 1 }
+                if last - first == wanted.count,
+                   zip(bytes[first..<last], wanted).allSatisfy({ byte, low in
+                       (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == low : byte == low }) {
+                    return true
+                }
+                start = end + 1
+            }
+            return false
+        }
     }
 
     var error: DownloadError {
