@@ -26,11 +26,16 @@ import Testing
                 let id = ids[Int(random.next() % UInt64(ids.count))]
                 table[id]?.position = -Int64(step)
                 reference[id] = reference[id].map { _ in -Int64(step) }
-            } else {
+            } else if choice < 9 {
                 let index = Int(random.next() % UInt64(ids.count))
                 let id = ids.remove(at: index)
                 let removed = table.removeValue(forKey: id)
                 #expect(removed?.id == reference.removeValue(forKey: id).map { _ in id })
+            } else {
+                // Removed through the subscript, in place.
+                let id = ids.remove(at: Int(random.next() % UInt64(ids.count)))
+                table[id] = nil
+                reference[id] = nil
             }
         }
         #expect(table.count == reference.count)

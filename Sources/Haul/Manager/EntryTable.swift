@@ -10,7 +10,10 @@ struct EntryTable: Sequence {
 
     static let chunkSize = 1024
 
-    private var chunks: [ContiguousArray<Entry>] = []
+    /// Every slot holds an entry; optional so that the subscript can hand out the entry in
+    /// place (`_read`, `_modify`) rather than a copy of its ~250 bytes and the retains of its
+    /// references, for every change of a running download.
+    private var chunks: [ContiguousArray<Entry?>] = []
     private var slots: [DownloadID: Int32] = [:]
 
     var count: Int { slots.count }
@@ -18,26 +21,28 @@ struct EntryTable: Sequence {
     var keys: Dictionary<DownloadID, Int32>.Keys { slots.keys }
 
     subscript(id: DownloadID) -> Entry? {
-        get {
-            guard let slot = slots[id] else { return nil }
-            return chunks[Int(slot) / Self.chunkSize][Int(slot) % Self.chunkSize]
-        }
-        set {
-            if let newValue {
-                if let slot = slots[id] {
-                    chunks[Int(slot) / Self.chunkSize][Int(slot) % Self.chunkSize] = newValue
-                } else {
-                    append(newValue, for: id)
-                }
+        _read {
+            if let slot = slots[id] {
+                yield chunks[Int(slot) / Self.chunkSize][Int(slot) % Self.chunkSize]
             } else {
-                _ = removeValue(forKey: id)
+                yield nil
+            }
+        }
+        _modify {
+            if let slot = slots[id].map(Int.init) {
+                yield &chunks[slot / Self.chunkSize][slot % Self.chunkSize]
+                if chunks[slot / Self.chunkSize][slot % Self.chunkSize] == nil { removeValue(forKey: id) }
+            } else {
+                var added: Entry?
+                yield &added
+                if let added { append(added, for: id) }
             }
         }
     }
 
     private mutating func append(_ entry: Entry, for id: DownloadID) {
         if chunks.last.map({ $0.count == Self.chunkSize }) ?? true {
-            var chunk = ContiguousArray<Entry>()
+            var chunk = ContiguousArray<Entry?>()
             chunk.reserveCapacity(Self.chunkSize)
             chunks.append(chunk)
         }
@@ -50,13 +55,14 @@ struct EntryTable: Sequence {
     mutating func removeValue(forKey id: DownloadID) -> Entry? {
         guard let slot = slots.removeValue(forKey: id).map(Int.init) else { return nil }
         let last = chunks.count - 1
-        guard var lastEntry = chunks[last].popLast() else { return nil }
+        guard let lastEntry = chunks[last].popLast() else { return nil }
         if chunks[last].isEmpty { chunks.removeLast() }
         let lastSlot = last * Self.chunkSize + (chunks.count > last ? chunks[last].count : 0)
         if slot == lastSlot { return lastEntry }
-        swap(&lastEntry, &chunks[slot / Self.chunkSize][slot % Self.chunkSize])
-        slots[chunks[slot / Self.chunkSize][slot % Self.chunkSize].id] = Int32(slot)
-        return lastEntry
+        let removed = chunks[slot / Self.chunkSize][slot % Self.chunkSize]
+        chunks[slot / Self.chunkSize][slot % Self.chunkSize] = lastEntry
+        if let moved = lastEntry?.id { slots[moved] = Int32(slot) }
+        return removed
     }
 
     func makeIterator() -> AnyIterator<(key: DownloadID, value: Entry)> {
@@ -67,7 +73,8 @@ struct EntryTable: Sequence {
                 if index < chunks[chunkIndex].count {
                     let entry = chunks[chunkIndex][index]
                     index += 1
-                    return (entry.id, entry)
+                    if let entry { return (entry.id, entry) }
+                    continue
                 }
                 chunkIndex += 1
                 index = 0
