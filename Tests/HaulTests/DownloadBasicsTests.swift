@@ -269,20 +269,12 @@ extension DownloadBasicsTests {
     /// never replaced; the download stays in its part file and says so. (A small download,
     /// whose part file has no name yet, steps around it instead: `UnnamedPartFileTests`.)
     @Test func aFileThatAppearsAtTheDestinationMeanwhileIsNotReplaced() async throws {
-        let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
         var route = Route(content: testBytes(1 << 20, seed: 12))
         route.bytesPerSecond = 512 << 10
-        server.serve("/f.bin", route)
         let theirs = testBytes(1000, seed: 13)
-        let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
-        try await writeOnceBytesArrive(task, harness.directory, "f.bin", theirs)
-        let result: Result<DownloadResult, DownloadError>
-        do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
-        try await downloader.shutdown()
-        try await server.shutdown()
+        let result = try await downloadWhileAFileAppears(route, theirs: theirs, in: harness)
 
         guard case .failure(let error) = result else {
             Issue.record("replaced a file that appeared meanwhile: \(result)")
@@ -296,20 +288,13 @@ extension DownloadBasicsTests {
     /// With `overwrite`, a file that appears meanwhile is replaced by the download.
     @Test(arguments: [200_000, 1 << 20])
     func withOverwriteAFileThatAppearsMeanwhileIsReplaced(size: Int) async throws {
-        let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
         var route = Route(content: testBytes(size, seed: 14))
         route.bytesPerSecond = 512 << 10
-        server.serve("/f.bin", route)
-        let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin") { $0.overwrite = true })
-        try await writeOnceBytesArrive(task, harness.directory, "f.bin", testBytes(1000, seed: 15))
-        let result = try await task.result()
-        try await downloader.shutdown()
-        try await server.shutdown()
+        let result = try await downloadWhileAFileAppears(route, theirs: testBytes(1000, seed: 15), in: harness) { $0.overwrite = true }
 
-        #expect(result.bytes == Int64(size))
+        #expect(try result.get().bytes == Int64(size))
         #expect(digest(harness.directory.contents("f.bin")) == digest(route.content))
         #expect(!harness.directory.exists("f.bin.part"))
     }

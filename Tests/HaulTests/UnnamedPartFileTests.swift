@@ -120,19 +120,12 @@ import Testing
     /// A small download claims its name only when it is put in place: a different file found
     /// there then is stepped around, as one found at the start would be (rule 4); theirs stays.
     @Test func aDifferentFileFoundAtTheNameIsSteppedAround() async throws {
-        let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
         var route = Route(content: testBytes(200_000, seed: 7))
         route.bytesPerSecond = 512 << 10
-        server.serve("/f.bin", route)
         let theirs = testBytes(1000, seed: 8)
-        let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
-        try await writeOnceBytesArrive(task, harness.directory, "f.bin", theirs)
-        let result = try await task.result()
-        try await downloader.shutdown()
-        try await server.shutdown()
+        let result = try await downloadWhileAFileAppears(route, theirs: theirs, in: harness).get()
 
         #expect(result.path == harness.directory.file("f.1.bin"))
         #expect(harness.directory.contents("f.bin") == theirs)
@@ -164,5 +157,26 @@ import Testing
         let kept = Set([dir.contents("out/index.html"), dir.contents("out/index.1.html")].map { $0.map(digest) })
         #expect(kept == Set(contents.map { Optional(digest($0)) }))
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("out")).sorted() == ["index.1.html", "index.html"])
+    }
+
+    /// What is found at the name is read only if it is a regular file: a FIFO there (which an
+    /// open for reading would wait on forever) is someone else's, and is stepped around.
+    @Test func aFIFOAtTheNameIsSteppedAroundNotWaitedOn() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        var route = Route(content: testBytes(200_000, seed: 9))
+        route.bytesPerSecond = 512 << 10
+        let server = try await FaultServer.start()
+        server.serve("/f.bin", route)
+        let downloader = try harness.downloader()
+        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        for await progress in task.progress where progress.bytesDone > 0 { break }
+        #expect(mkfifo(harness.directory.file("f.bin"), 0o600) == 0)
+        let result = try await task.result()
+        try await downloader.shutdown()
+        try await server.shutdown()
+
+        #expect(result.path == harness.directory.file("f.1.bin"))
+        #expect(digest(harness.directory.contents("f.1.bin")) == digest(route.content))
     }
 }

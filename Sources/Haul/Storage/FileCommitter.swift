@@ -129,16 +129,19 @@ final class FileCommitter: Sendable {
     private static func putInPlace(_ entry: Entry) -> Placement {
         let part = entry.part
         if !part.isNamed {
-            // Over a file: only from a name of its own (a rename replaces, a link does not).
-            if entry.replacing {
-                do {
-                    guard try part.name() else { return .failed(appeared(entry)) }
-                } catch {
-                    return .failed(error)
+            guard entry.replacing else { return linkInPlace(entry) }
+            // Nothing there: the link is all it takes. Over a file: only from a name of its own
+            // (a rename replaces, a link does not).
+            if haul_link_descriptor(part.descriptor, entry.destination) == 0 { return .placed(at: entry.destination) }
+            guard errno == EEXIST else { return .failed(.io("create", path: entry.destination, errno: errno)) }
+            do {
+                guard try part.name() else {
+                    return .failed(.io("\(part.path) belongs to another download of \(entry.destination); this one was not kept"))
                 }
-                return placed(rename(part.path, entry.destination), entry)
+            } catch {
+                return .failed(error)
             }
-            return linkInPlace(entry)
+            return placed(rename(part.path, entry.destination), entry)
         }
         if entry.replacing { return placed(rename(part.path, entry.destination), entry) }
         if haul_rename_noreplace(part.path, entry.destination) == 0 { return .placed(at: entry.destination) }
@@ -181,8 +184,9 @@ final class FileCommitter: Sendable {
     }
 
     /// Whether the file at `path` holds exactly the bytes of the file open at `descriptor`.
+    /// Anything but a regular file is not: a link is not followed, and a FIFO does not block.
     static func sameContent(_ descriptor: Int32, _ path: String) -> Bool {
-        let other = open(path, O_RDONLY | O_CLOEXEC)
+        let other = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard other >= 0 else { return false }
         defer { close(other) }
         var mine = stat()

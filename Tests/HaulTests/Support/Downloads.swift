@@ -1,4 +1,5 @@
 import Foundation
+import HaulTestSupport
 @testable import Haul
 
 /// Runs downloads against a throwaway state folder with a fast clock.
@@ -48,9 +49,20 @@ struct Harness {
     func remove() { directory.remove() }
 }
 
-/// Writes `bytes` at `name` in `directory` once `task`'s bytes are being written: its destination
-/// is settled by then (a file there earlier would be stepped around instead).
-func writeOnceBytesArrive(_ task: DownloadTask, _ directory: TestDirectory, _ name: String, _ bytes: [UInt8]) async throws {
+/// Downloads `route` into `f.bin` of `harness`, and writes `theirs` at `f.bin` once the
+/// download's bytes are being written (its destination is settled by then: a file there earlier
+/// would be stepped around instead).
+func downloadWhileAFileAppears(_ route: Route, theirs: [UInt8], in harness: Harness,
+                               _ configure: (inout DownloadRequest) -> Void = { _ in }) async throws -> Result<DownloadResult, DownloadError> {
+    let server = try await FaultServer.start()
+    server.serve("/f.bin", route)
+    let downloader = try harness.downloader()
+    let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin", configure))
     for await progress in task.progress where progress.bytesDone > 0 { break }
-    try directory.write(name, bytes)
+    try harness.directory.write("f.bin", theirs)
+    let result: Result<DownloadResult, DownloadError>
+    do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
+    try await downloader.shutdown()
+    try await server.shutdown()
+    return result
 }
