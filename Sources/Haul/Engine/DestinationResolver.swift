@@ -60,18 +60,18 @@ struct DestinationResolver: Sendable {
         if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
         if overwrite { return .download(path) }
         // Never modify a file Haul did not write: step aside to name.1.ext, name.2.ext, …
-        for n in 1...Self.maxSuffix {
-            let candidate = Self.candidate(path, suffix: n)
+        for candidate in Self.candidates(beside: path) {
             guard let existing = Self.regularFileSize(candidate) else { return .download(candidate) }
             if let remoteLength, existing == remoteLength { return .alreadyComplete(candidate, bytes: existing) }
         }
         throw .io("cannot find a free name next to \(path): \(Self.maxSuffix) copies exist")
     }
 
-    /// The `n`th name beside `path` for a download that steps around a file: `a/f.n.tar.gz`.
-    static func candidate(_ path: String, suffix n: Int) -> String {
+    /// The names beside `path` for a download that steps around a file, in order:
+    /// `a/f.1.tar.gz`, `a/f.2.tar.gz`, … up to ``maxSuffix`` (the extension split once).
+    static func candidates(beside path: String) -> some Sequence<String> {
         let (stem, ext) = splitExtension(path)
-        return ext.isEmpty ? "\(stem).\(n)" : "\(stem).\(n).\(ext)"
+        return (1...maxSuffix).lazy.map { n in ext.isEmpty ? "\(stem).\(n)" : "\(stem).\(n).\(ext)" }
     }
 
     /// `a/f.tar.gz` → (`a/f`, `tar.gz`): compressed tarballs keep their double extension.

@@ -163,16 +163,21 @@ final class FileCommitter: Sendable {
     /// `name.1.ext`, `name.2.ext`, … (two downloads of one list with one name, as a crawl of
     /// `index.html` pages has).
     private static func linkInPlace(_ entry: Entry) -> Placement {
-        var candidate = entry.destination
-        for n in 0...DestinationResolver.maxSuffix {
-            if n > 0 { candidate = DestinationResolver.candidate(entry.destination, suffix: n) }
-            if haul_link_descriptor(entry.part.descriptor, candidate) == 0 { return .placed(at: candidate) }
-            guard errno == EEXIST else { return .failed(.io("create", path: candidate, errno: errno)) }
-            if sameContent(entry.part.descriptor, candidate), let modified = modified(candidate) {
-                return .foundInPlace(at: candidate, modified: modified)
-            }
+        if let placement = link(entry, at: entry.destination) { return placement }
+        for candidate in DestinationResolver.candidates(beside: entry.destination) {
+            if let placement = link(entry, at: candidate) { return placement }
         }
         return .failed(.io("cannot find a free name next to \(entry.destination): \(DestinationResolver.maxSuffix) copies exist"))
+    }
+
+    /// One try of ``linkInPlace(_:)`` at `path`; nil when a different file is there.
+    private static func link(_ entry: Entry, at path: String) -> Placement? {
+        if haul_link_descriptor(entry.part.descriptor, path) == 0 { return .placed(at: path) }
+        guard errno == EEXIST else { return .failed(.io("create", path: path, errno: errno)) }
+        if sameContent(entry.part.descriptor, path), let modified = modified(path) {
+            return .foundInPlace(at: path, modified: modified)
+        }
+        return nil
     }
 
     private static func placed(_ renamed: Int32, _ entry: Entry) -> Placement {
