@@ -56,13 +56,30 @@ static inline int haul_open_unnamed(const char *folder) {
 }
 
 /// Gives the file open at `fd` the name `to`, failing with EEXIST when something is there: the
-/// check and the naming in one step. Works for a file opened with haul_open_unnamed; goes
-/// through /proc/self/fd, since linking a descriptor directly (AT_EMPTY_PATH) needs a privilege.
+/// check and the naming in one step. Works for a file opened with haul_open_unnamed.
+///
+/// The descriptor is linked directly (AT_EMPTY_PATH), which Linux allows since 6.10 to the
+/// process that opened the file and before that only with a privilege; where it is refused,
+/// through /proc/self/fd from then on.
 static inline int haul_link_descriptor(int fd, const char *to) {
 #if defined(__linux__)
+#if defined(AT_EMPTY_PATH)
+    static _Atomic int direct_refused = 0;
+    int tried_direct = !direct_refused;
+    if (tried_direct) {
+        if (linkat(fd, "", AT_FDCWD, to, AT_EMPTY_PATH) == 0) return 0;
+        // A refusal is ENOENT (or EPERM); ENOENT may also mean a missing folder, so only a
+        // link that then works the other way proves it.
+        if (errno != EPERM && errno != ENOENT && errno != EINVAL) return -1;
+    }
+#endif
     char path[40];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    return linkat(AT_FDCWD, path, AT_FDCWD, to, AT_SYMLINK_FOLLOW);
+    int result = linkat(AT_FDCWD, path, AT_FDCWD, to, AT_SYMLINK_FOLLOW);
+#if defined(AT_EMPTY_PATH)
+    if (result == 0 && tried_direct) direct_refused = 1;
+#endif
+    return result;
 #else
     (void)fd; (void)to;
     errno = ENOSYS;

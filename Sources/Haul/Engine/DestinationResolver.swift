@@ -49,8 +49,12 @@ struct DestinationResolver: Sendable {
     }
 
     /// Applies rule 4 to `path`: an existing complete file is reported or stepped around.
-    func resolve(_ path: String, remoteLength: Int64?) throws(DownloadError) -> Outcome {
+    ///
+    /// - Parameter seenFree: the caller found nothing at `path` a moment ago; it is not looked at
+    ///   again (a file that appears from now on is met when the download is put in place).
+    func resolve(_ path: String, remoteLength: Int64?, seenFree: Bool = false) throws(DownloadError) -> Outcome {
         try Self.ensureFolder(of: path)
+        if seenFree { return .download(path) }
         var info = stat()
         guard stat(path, &info) == 0 else { return .download(path) }
         guard (info.st_mode & S_IFMT) == S_IFREG else {

@@ -96,7 +96,7 @@ extension DownloadRunner {
     /// row recorded for this path, as far as the file still holds them and the server still
     /// describes the same file. An empty part file needs no lookup at all.
     private func loadState(for path: String, part: PartFile, probe: ProbeResult) async throws(DownloadError) -> EngineState {
-        let partSize = try part.size()
+        let partSize = part.startedEmpty ? 0 : try part.size()
         var state = EngineState(path: path)
         if partSize > 0 {
             let rows = try await store.rows(path: path)
@@ -177,11 +177,11 @@ extension DownloadRunner {
     /// Forgets the partial: the row first, then the bytes (nothing to do for an empty one).
     private func startOver(_ transfer: inout Transfer) async throws(DownloadError) {
         transfer.digest = request.checksum.map { StreamingDigest($0.algorithm) }
-        // A fresh download has nothing to forget (its checkpointer has not run yet either).
-        if transfer.state.ranges.isEmpty, transfer.machine.offset == 0, transfer.segmentsWritten == nil, try transfer.part.size() == 0,
-           await transfer.checkpointer.durable.isEmpty {
-            return
-        }
+        // A fresh download has nothing to forget (its checkpointer has not run yet either): a
+        // part file it made itself and has not written to, or one found empty with no record.
+        let unwritten = transfer.state.ranges.isEmpty && transfer.machine.offset == 0 && transfer.segmentsWritten == nil
+        if unwritten, transfer.part.startedEmpty { return }
+        if unwritten, try transfer.part.size() == 0, await transfer.checkpointer.durable.isEmpty { return }
         try await transfer.checkpointer.flush(ByteRanges())
         try transfer.part.truncate()
         transfer.state.ranges = ByteRanges()
@@ -249,7 +249,9 @@ extension DownloadRunner {
     /// Size check, checksum, then the batched flush and atomic rename: nothing unverified at `path`.
     private func finish(_ transfer: inout Transfer, at path: String, replacing: Bool) async throws(DownloadError) -> DownloadResult {
         let total = transfer.machine.total ?? transfer.machine.offset
-        let size = try transfer.part.size()
+        // A part file this download made holds what it wrote, never more than the total
+        // (a connection that had sent too much failed).
+        let size = transfer.part.startedEmpty ? transfer.machine.offset : try transfer.part.size()
         if size > total { try transfer.part.truncate(to: total) }
         guard size >= total, transfer.machine.offset == total else {
             throw .sizeMismatch(expected: total, actual: min(size, transfer.machine.offset))

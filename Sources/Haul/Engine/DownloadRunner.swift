@@ -53,16 +53,16 @@ struct DownloadRunner: Sendable {
             let resolver = DestinationResolver(overwrite: request.overwrite)
             let wanted = try resolver.path(for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
                                            urlName: first.probe.url == request.url ? .some(urlName) : nil)
-            switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength) {
+            // A streaming answer means the first contact found nothing where the URL's name
+            // leads (a server-given name may lead elsewhere).
+            let lookedAt = first.answer != nil && wanted == wantedFromURL(urlName)
+            switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength, seenFree: lookedAt) {
             case .alreadyComplete(let path, let bytes):
                 logger.debug("already complete", metadata: ["path": "\(path)"])
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
                 if let answer = first.answer {
-                    // The answer is already streaming: go on only if nothing is in the way (the
-                    // first contact looked where the URL's name leads; a server-given name may
-                    // lead elsewhere).
-                    let lookedAt = path == wantedFromURL(urlName)
+                    // The answer is already streaming: go on only if nothing is in the way.
                     guard lookedAt || !DestinationResolver.exists(path + ".part"),
                           let part = try partNow(of: path, length: first.probe.totalLength) else {
                         streamFirst = false

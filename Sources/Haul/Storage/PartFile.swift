@@ -24,6 +24,9 @@ final class PartFile: Sendable {
     let descriptor: Int32
     /// False until an unnamed part file is given its name.
     private let named: Mutex<Bool>
+    /// The file was made empty by this download (an unnamed one): nobody else has written to it,
+    /// so its size is what this download wrote, and nothing in it needs to be forgotten.
+    let startedEmpty: Bool
 
     /// Opens or creates the part file, without locking it.
     init(path: String) throws(DownloadError) {
@@ -32,12 +35,14 @@ final class PartFile: Sendable {
         guard fd >= 0 else { throw .io("write to", path: path, errno: errno) }
         descriptor = fd
         named = Mutex(true)
+        startedEmpty = false
     }
 
     private init(unnamed descriptor: Int32, path: String) {
         self.path = path
         self.descriptor = descriptor
         named = Mutex(false)
+        startedEmpty = true
     }
 
     deinit { close(descriptor) }
