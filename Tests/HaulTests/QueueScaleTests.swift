@@ -20,7 +20,7 @@ import Testing
     func run(_ count: Int) async throws -> (visits: Int, transactions: Int) {
         let (manager, downloader) = try manager()
         await manager.setAttemptRunner { request, _, events in
-            events.transferred()
+            await events.transferred()
             return .success(DownloadResult(path: request.destination.path, bytes: 1, bytesFetched: 1, wasAlreadyComplete: false))
         }
         var added = 0

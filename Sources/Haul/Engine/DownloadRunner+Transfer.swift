@@ -268,7 +268,7 @@ extension DownloadRunner {
                     .with(url: request.displayURL)
             }
         }
-        events.transferred()
+        await events.transferred()
         let committed = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
         store.writer.update(id, .finished(path: committed.path, bytes: total, fileModified: committed.modified))
         report(&transfer, at: .now)

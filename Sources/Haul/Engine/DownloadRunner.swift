@@ -33,8 +33,8 @@ struct DownloadRunner: Sendable {
         /// The destination is known and its part file exists and is locked.
         var resolved: @Sendable (_ destination: String) -> Void = { _ in }
         /// Every byte is in the part file; only putting it at its final name is left. A manager
-        /// lets another download start from here.
-        var transferred: @Sendable () -> Void = {}
+        /// lets another download start from here (the commit waits for that much).
+        var transferred: @Sendable () async -> Void = {}
     }
 
     func run() async throws(DownloadError) -> DownloadResult {

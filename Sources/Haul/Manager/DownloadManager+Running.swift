@@ -17,42 +17,38 @@ extension DownloadManager {
     }
 
     /// One transition; returns `(id, reason)` when it made the download fail.
+    ///
+    /// The entry is changed where it is: a copy of it costs the retains of all its references,
+    /// and this runs several times for every download.
     private func apply(_ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action]) -> [(ID, String)] {
-        guard var entry = entries[id] else { return [] }
-        let before = entry.lifecycle
-        let oldKey = entry.key
-        let actions = event(&entry.lifecycle)
-        let after = entry.lifecycle
-        guard !actions.isEmpty || before.status != after.status || oldKey != entry.key else {
-            entries[id] = entry
-            return []
-        }
+        guard let (before, oldKey) = entries[id].map({ ($0.lifecycle, $0.key) }) else { return [] }
+        let actions = event(&entries[id]!.lifecycle)
+        let after = entries[id]!.lifecycle
+        let newKey = entries[id]!.key
+        guard !actions.isEmpty || before.status != after.status || oldKey != newKey else { return [] }
         if after.isFinished, !before.isFinished {
             nextFinishOrder += 1
-            entry.finishOrder = nextFinishOrder
+            entries[id]!.finishOrder = nextFinishOrder
         }
         counts[before.status, default: 0] -= 1
         counts[after.status, default: 0] += 1
         if let result = before.result { completedBytes -= result.bytes }
         if let result = after.result { completedBytes += result.bytes }
-        if Self.category(before) != Self.category(after) || oldKey != entry.key || before.isQueued != after.isQueued {
-            var old = entry
-            old.lifecycle = before
-            unindexState(old, key: oldKey)
-            if !after.isFinished { entry.finishOrder = nil }
-            entries[id] = entry
-            indexState(entry)
-        } else {
-            entries[id] = entry
+        if Self.category(before) != Self.category(after) || oldKey != newKey || before.isQueued != after.isQueued {
+            let (host, finishOrder, unmet) = entries[id].map { ($0.host, $0.finishOrder, $0.unmet) }!
+            unindexState(before, key: oldKey, host: host, finishOrder: finishOrder)
+            if !after.isFinished { entries[id]!.finishOrder = nil }
+            indexState(after, key: newKey, unmet: unmet, finishOrder: after.isFinished ? finishOrder : nil)
         }
-        perform(actions, for: id, entry: entry)
+        // Only a transition that forgets the download needs it kept for the actions after that.
+        let kept = actions.contains(.forget) ? entries[id] : nil
+        perform(actions, for: id, entry: kept)
         // The downloads that wait for this one to complete.
         if (before.status == .completed) != (after.status == .completed) {
             let completed = after.status == .completed
             for dependent in index.dependentsOf(id) {
-                guard var other = entries[dependent], !other.lifecycle.isFinished, !other.lifecycle.isRunning else { continue }
-                other.unmet += completed ? -1 : 1
-                entries[dependent] = other
+                guard entries[dependent].map({ !$0.lifecycle.isFinished && !$0.lifecycle.isRunning }) == true else { continue }
+                entries[dependent]!.unmet += completed ? -1 : 1
                 reindexReady(dependent)
             }
         }
@@ -77,65 +73,80 @@ extension DownloadManager {
 
     /// Adds `entry` to the indexes its state belongs in.
     func indexState(_ entry: Entry) {
-        switch Self.category(entry.lifecycle) {
+        indexState(entry.lifecycle, key: entry.key, unmet: entry.unmet, finishOrder: entry.finishOrder)
+    }
+
+    /// Adds the download of `key` in state `lifecycle` to the indexes that state belongs in.
+    private func indexState(_ lifecycle: DownloadLifecycle, key: DownloadQueue.Key, unmet: Int, finishOrder: Int64?) {
+        switch Self.category(lifecycle) {
         case .waiting:
-            index.insertWaiting(entry.key)
-            if entry.lifecycle.isQueued, entry.unmet == 0 { index.insertReady(entry.key) }
+            index.insertWaiting(key)
+            if lifecycle.isQueued, unmet == 0 { index.insertReady(key) }
         case .running:
-            index.insertActive(entry.id)
+            index.insertActive(key.id)
         case .finished:
-            if let order = entry.finishOrder { index.insertStopped(.init(order: order, id: entry.id)) }
+            if let finishOrder { index.insertStopped(.init(order: finishOrder, id: key.id)) }
         }
     }
 
     /// Takes `entry` (as it was, with `key`) out of its indexes.
     func unindexState(_ entry: Entry, key: DownloadQueue.Key) {
-        switch Self.category(entry.lifecycle) {
+        unindexState(entry.lifecycle, key: key, host: entry.host, finishOrder: entry.finishOrder)
+    }
+
+    /// Takes the download of `key`, in state `lifecycle`, out of that state's indexes.
+    private func unindexState(_ lifecycle: DownloadLifecycle, key: DownloadQueue.Key, host: String, finishOrder: Int64?) {
+        switch Self.category(lifecycle) {
         case .waiting:
             index.removeWaiting(key)
-            index.removeReady(key, host: entry.host)
+            index.removeReady(key, host: host)
         case .running:
-            index.removeActive(entry.id)
+            index.removeActive(key.id)
         case .finished:
-            if let order = entry.finishOrder { index.removeStopped(.init(order: order, id: entry.id)) }
+            if let finishOrder { index.removeStopped(.init(order: finishOrder, id: key.id)) }
         }
     }
 
     /// Puts a queued download in the ready list when nothing holds it back any more, or takes
     /// it out when something does.
     func reindexReady(_ id: ID) {
-        guard let entry = entries[id], entry.lifecycle.isQueued else { return }
-        if entry.unmet == 0 {
-            index.insertReady(entry.key)
+        guard let (queued, unmet, key, host) = entries[id].map({ ($0.lifecycle.isQueued, $0.unmet, $0.key, $0.host) }), queued else { return }
+        if unmet == 0 {
+            index.insertReady(key)
         } else {
-            index.removeReady(entry.key, host: entry.host)
+            index.removeReady(key, host: host)
         }
     }
 
-    /// Performs a transition's actions, in order.
+    /// Performs a transition's actions, in order, on the entry of `id`, or on `entry` once that
+    /// is gone (an action after ``DownloadLifecycle/Action/forget``).
     func perform(_ actions: [DownloadLifecycle.Action], for id: ID, entry: Entry? = nil) {
         for action in actions {
-            guard let entry = entries[id] ?? entry else { return }
+            // Read in place: a copy of the entry for every action would cost more than the actions.
+            func look<T>(_ read: (Entry) -> T) -> T? { entries[id].map(read) ?? entry.map(read) }
             switch action {
             case .start(let attempt):
                 launch(id, attempt: attempt)
             case .stopTransfer:
                 entries[id]?.live?.task?.cancel()
             case .releaseHostSlot:
-                hosts.release(1, host: entry.host)
+                guard let host = look(\.host) else { return }
+                hosts.release(1, host: host)
                 transferring -= 1
             case .persist(let status):
-                var patch = RowPatch.status(status, error: entry.lifecycle.error, finishOrder: entry.finishOrder)
-                if status == .completed, let result = entry.lifecycle.result {
+                guard var patch = look({ RowPatch.status(status, error: $0.lifecycle.error, finishOrder: $0.finishOrder) }) else { return }
+                if status == .completed, let result = look(\.lifecycle.result) ?? nil {
                     patch.set(.path, result.path)
                     patch.set(.resultBytes, result.bytes)
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):
                 if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = .now }
-                hub.send(event(announcement, for: entry))
+                guard let event = look({ event(announcement, for: $0) }) else { return }
+                hub.send(event)
             case .discardPartial:
-                if let path = entry.filePath ?? board.progress(of: id)?.destination {
+                guard let filePath = look(\.filePath) else { return }
+                if let path = filePath ?? board.progress(of: id)?.destination {
                     PartFile.discard(destination: path, id: id, store: store)
                 }
                 board.remove(id)
@@ -222,7 +233,7 @@ extension DownloadManager {
             board.update(id, progress)
         }
         runEvents.transferred = { [weak self] in
-            Task { await self?.transferred(id, attempt: attempt) }
+            await self?.transferred(id, attempt: attempt)
         }
         let runner = downloader.runner(request, id: id, revalidate: revalidate,
                                        lease: HostLease(connections: hosts, host: entry.host), validated: true, events: runEvents)
