@@ -23,11 +23,17 @@ import Testing
         let store = try Store(inMemory: ())
         let writer = store.writer
         var caughtBetween = 0
-        for round in 0..<40 {
-            writer.insert(row(round * 2))
-            try await writer.flush()
-            // The worker now lingers for more changes: a flush asked now has nothing to wait
-            // for, and a change arriving behind it must not make it wait forever.
+        var next = 0
+        for round in 0..<20 {
+            // Enough rows that the transaction takes a while: once the writer has taken them,
+            // nothing is pending and a transaction is under way.
+            for _ in 0..<2000 {
+                writer.insert(row(next))
+                next += 1
+            }
+            _ = await eventually { writer.pendingCount == 0 }
+            // A flush asked now has nothing of its own to wait for but the transaction under
+            // way, and a change arriving behind it must not make it wait forever.
             let returned = Mutex(false)
             Task {
                 try? await writer.flush()
@@ -36,12 +42,13 @@ import Testing
             if await eventually({ writer.flushWaiters == 1 || returned.withLock { $0 } }), writer.flushWaiters == 1 {
                 caughtBetween += 1
             }
-            writer.insert(row(round * 2 + 1))
+            writer.insert(row(next))
+            next += 1
             #expect(await eventually { returned.withLock { $0 } }, "round \(round): the flush never returned")
         }
         try await writer.flush()
         #expect(caughtBetween > 0, "the flush never landed between transactions")
-        #expect(try await store.read { db in try DownloadRow.fetchCount(db) } == 80)
+        #expect(try await store.read { db in try DownloadRow.fetchCount(db) } == next)
     }
 }
 

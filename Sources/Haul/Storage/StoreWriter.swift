@@ -234,13 +234,20 @@ final class StoreWriter: Sendable {
     /// 10: with the checkpoint and cache settings of ``Store``, a list of 10,000 small files
     /// writes about a fifth of the pages it did.)
     static let linger: Duration = .milliseconds(50)
+    /// How often a lingering writer looks whether someone waits.
+    static let lingerStep: Duration = .milliseconds(5)
 
     /// Writes batches until nothing is pending.
     private func drain() async {
         while true {
-            let urgent = state.withLock { !$0.nextWaiters.isEmpty || $0.pending.count >= 1000 }
-            if !urgent {
-                do { try await Task.sleep(for: Self.linger) } catch {}
+            // Linger in short steps, while there is something to wait with: someone who starts
+            // waiting meanwhile (a pause, the end of a run) is served within one step, not at the
+            // end of the window.
+            var lingered: Duration = .zero
+            while lingered < Self.linger,
+                  state.withLock({ !$0.pending.isEmpty && $0.nextWaiters.isEmpty && $0.pending.count < 1000 }) {
+                do { try await Task.sleep(for: Self.lingerStep) } catch { break }
+                lingered += Self.lingerStep
             }
             let (batch, stragglers): ([DownloadID: Pending]?, [CheckedContinuation<Void, any Error>]) = state.withLock { state in
                 guard !state.pending.isEmpty else {
