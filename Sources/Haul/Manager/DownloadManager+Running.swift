@@ -21,7 +21,7 @@ extension DownloadManager {
     /// The entry is changed where it is: a copy of it costs the retains of all its references,
     /// and this runs several times for every download.
     private func apply(_ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action]) -> [(ID, String)] {
-        guard let (before, oldKey) = entries[id].map({ ($0.lifecycle, $0.key) }) else { return [] }
+        guard let before = entries[id]?.lifecycle, let oldKey = entries[id]?.key else { return [] }
         let actions = event(&entries[id]!.lifecycle)
         let after = entries[id]!.lifecycle
         let newKey = entries[id]!.key
@@ -35,7 +35,7 @@ extension DownloadManager {
         if let result = before.result { completedBytes -= result.bytes }
         if let result = after.result { completedBytes += result.bytes }
         if Self.category(before) != Self.category(after) || oldKey != newKey || before.isQueued != after.isQueued {
-            let (host, finishOrder, unmet) = entries[id].map { ($0.host, $0.finishOrder, $0.unmet) }!
+            let (host, finishOrder, unmet) = (entries[id]!.host, entries[id]!.finishOrder, entries[id]!.unmet)
             unindexState(before, key: oldKey, host: host, finishOrder: finishOrder)
             if !after.isFinished { entries[id]!.finishOrder = nil }
             indexState(after, key: newKey, unmet: unmet, finishOrder: after.isFinished ? finishOrder : nil)
@@ -47,7 +47,7 @@ extension DownloadManager {
         if (before.status == .completed) != (after.status == .completed) {
             let completed = after.status == .completed
             for dependent in index.dependentsOf(id) {
-                guard entries[dependent].map({ !$0.lifecycle.isFinished && !$0.lifecycle.isRunning }) == true else { continue }
+                guard let lifecycle = entries[dependent]?.lifecycle, !lifecycle.isFinished, !lifecycle.isRunning else { continue }
                 entries[dependent]!.unmet += completed ? -1 : 1
                 reindexReady(dependent)
             }
@@ -110,10 +110,10 @@ extension DownloadManager {
     /// Puts a queued download in the ready list when nothing holds it back any more, or takes
     /// it out when something does.
     func reindexReady(_ id: ID) {
-        guard let (queued, unmet, key, host) = entries[id].map({ ($0.lifecycle.isQueued, $0.unmet, $0.key, $0.host) }), queued else { return }
-        if unmet == 0 {
+        guard entries[id]?.lifecycle.isQueued == true, let key = entries[id]?.key else { return }
+        if entries[id]?.unmet == 0 {
             index.insertReady(key)
-        } else {
+        } else if let host = entries[id]?.host {
             index.removeReady(key, host: host)
         }
     }
@@ -122,31 +122,32 @@ extension DownloadManager {
     /// is gone (an action after ``DownloadLifecycle/Action/forget``).
     func perform(_ actions: [DownloadLifecycle.Action], for id: ID, entry: Entry? = nil) {
         for action in actions {
-            // Read in place: a copy of the entry for every action would cost more than the actions.
-            func look<T>(_ read: (Entry) -> T) -> T? { entries[id].map(read) ?? entry.map(read) }
+            // Read in place (a copy of the entry for every action would cost more than the
+            // actions), or from `entry` once the download is forgotten.
+            guard entries[id] != nil || entry != nil else { return }
             switch action {
             case .start(let attempt):
                 launch(id, attempt: attempt)
             case .stopTransfer:
                 entries[id]?.live?.task?.cancel()
             case .releaseHostSlot:
-                guard let host = look(\.host) else { return }
+                guard let host = entries[id]?.host ?? entry?.host else { return }
                 hosts.release(1, host: host)
                 transferring -= 1
             case .persist(let status):
-                guard var patch = look({ RowPatch.status(status, error: $0.lifecycle.error, finishOrder: $0.finishOrder) }) else { return }
-                if status == .completed, let result = look(\.lifecycle.result) ?? nil {
+                let lifecycle = entries[id]?.lifecycle ?? entry?.lifecycle
+                var patch = RowPatch.status(status, error: lifecycle?.error, finishOrder: entries[id]?.finishOrder ?? entry?.finishOrder)
+                if status == .completed, let result = lifecycle?.result {
                     patch.set(.path, result.path)
                     patch.set(.resultBytes, result.bytes)
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):
                 if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = .now }
-                guard let event = look({ event(announcement, for: $0) }) else { return }
-                hub.send(event)
+                hub.send(event(announcement, id: id, lifecycle: entries[id]?.lifecycle ?? entry?.lifecycle,
+                               filePath: entries[id]?.filePath ?? entry?.filePath))
             case .discardPartial:
-                guard let filePath = look(\.filePath) else { return }
-                if let path = filePath ?? board.progress(of: id)?.destination {
+                if let path = entries[id]?.filePath ?? entry?.filePath ?? board.progress(of: id)?.destination {
                     PartFile.discard(destination: path, id: id, store: store)
                 }
                 board.remove(id)
@@ -156,14 +157,14 @@ extension DownloadManager {
         }
     }
 
-    func event(_ announcement: DownloadLifecycle.Announcement, for entry: Entry) -> Event {
+    func event(_ announcement: DownloadLifecycle.Announcement, id: ID, lifecycle: DownloadLifecycle?, filePath: String?) -> Event {
         switch announcement {
-        case .added: .added(entry.id)
-        case .started: .started(entry.id)
-        case .paused: .paused(entry.id)
-        case .completed: .completed(entry.id, entry.lifecycle.result ?? DownloadResult(path: entry.filePath ?? "", bytes: 0, bytesFetched: 0, wasAlreadyComplete: false))
-        case .failed: .failed(entry.id, entry.lifecycle.error ?? .cancelled)
-        case .removed: .removed(entry.id)
+        case .added: .added(id)
+        case .started: .started(id)
+        case .paused: .paused(id)
+        case .completed: .completed(id, lifecycle?.result ?? DownloadResult(path: filePath ?? "", bytes: 0, bytesFetched: 0, wasAlreadyComplete: false))
+        case .failed: .failed(id, lifecycle?.error ?? .cancelled)
+        case .removed: .removed(id)
         }
     }
 

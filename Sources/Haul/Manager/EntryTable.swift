@@ -11,27 +11,30 @@ struct EntryTable: Sequence {
     static let chunkSize = 1024
 
     /// Every slot holds an entry; optional so that the subscript can hand out the entry in
-    /// place (`_read`, `_modify`) rather than a copy of its ~250 bytes and the retains of its
-    /// references, for every change of a running download.
+    /// place (its address, `_modify`) rather than a copy of its ~250 bytes and the retains of its
+    /// references, for every look at or change of a running download.
     private var chunks: [ContiguousArray<Entry?>] = []
     private var slots: [DownloadID: Int32] = [:]
+    /// What a look for an unknown id sees.
+    private let absent: ContiguousArray<Entry?> = [nil]
 
     var count: Int { slots.count }
     var isEmpty: Bool { slots.isEmpty }
     var keys: Dictionary<DownloadID, Int32>.Keys { slots.keys }
 
     subscript(id: DownloadID) -> Entry? {
-        _read {
-            if let slot = slots[id] {
-                yield chunks[Int(slot) / Self.chunkSize][Int(slot) % Self.chunkSize]
-            } else {
-                yield nil
-            }
+        // An array's getter copies the element it returns, and a `_read` that yields it lends
+        // that copy: the address of the slot lends the entry itself. It stays valid while the
+        // access lasts, since nothing can change the table meanwhile.
+        unsafeAddress {
+            guard let slot = slots[id] else { return absent.withUnsafeBufferPointer { $0.baseAddress! } }
+            return chunks[Int(slot) / Self.chunkSize].withUnsafeBufferPointer { $0.baseAddress! + Int(slot) % Self.chunkSize }
         }
         _modify {
             if let slot = slots[id].map(Int.init) {
                 yield &chunks[slot / Self.chunkSize][slot % Self.chunkSize]
-                if chunks[slot / Self.chunkSize][slot % Self.chunkSize] == nil { removeValue(forKey: id) }
+                // Looked at where it is (the array's getter would copy it).
+                if chunks[slot / Self.chunkSize].withUnsafeBufferPointer({ $0[slot % Self.chunkSize] == nil }) { removeValue(forKey: id) }
             } else {
                 var added: Entry?
                 yield &added
