@@ -23,7 +23,7 @@ extension DownloadManager {
     @discardableResult
     public func add(_ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
                     replacing: Bool = false, paused: Bool = false) async throws(DownloadError) -> ID {
-        for dependency in dependencies where entries[dependency] == nil {
+        for dependency in dependencies where !entries.contains(dependency) {
             throw .invalidRequest("unknown download \(dependency) to depend on")
         }
         let added = try await add(contentsOf: [request], priority: priority, after: dependencies, replacing: replacing, paused: paused)
@@ -138,7 +138,7 @@ extension DownloadManager {
             if adoptedDestinations.insert(path).inserted { destinations.insert(path) }
         }
         guard !destinations.isEmpty else { return }
-        for row in try await store.rows(queue: queue, destinations: destinations) where entries[row.id] == nil {
+        for row in try await store.rows(queue: queue, destinations: destinations) where !entries.contains(row.id) {
             insert(restoredEntry(row))
         }
     }
@@ -159,7 +159,7 @@ extension DownloadManager {
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
         try await loadCounters()
-        for row in try await store.rows(queue: queue) where entries[row.id] == nil {
+        for row in try await store.rows(queue: queue) where !entries.contains(row.id) {
             insert(restoredEntry(row))
             if [.queued, .paused, .running].contains(row.status), !row.ranges.isEmpty {
                 board.update(row.id, DownloadProgress(destination: row.path, bytesDone: row.ranges.byteCount,

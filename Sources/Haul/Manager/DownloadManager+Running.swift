@@ -52,7 +52,7 @@ extension DownloadManager {
                 reindexReady(dependent)
             }
         }
-        if after.status == .failed, before.status != .failed, entries[id] != nil, let error = after.error {
+        if after.status == .failed, before.status != .failed, entries.contains(id), let error = after.error {
             return [(id, error.message)]
         }
         return []
@@ -124,7 +124,7 @@ extension DownloadManager {
         for action in actions {
             // Read in place (a copy of the entry for every action would cost more than the
             // actions), or from `entry` once the download is forgotten.
-            guard entries[id] != nil || entry != nil else { return }
+            guard entries.contains(id) || entry != nil else { return }
             switch action {
             case .start(let attempt):
                 launch(id, attempt: attempt)
@@ -143,7 +143,7 @@ extension DownloadManager {
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):
-                if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = .now }
+                if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = Live.now }
                 hub.send(event(announcement, id: id, lifecycle: entries[id]?.lifecycle ?? entry?.lifecycle,
                                filePath: entries[id]?.filePath ?? entry?.filePath))
             case .discardPartial:
@@ -249,7 +249,7 @@ extension DownloadManager {
             }
             await self?.attemptEnded(id, attempt: attempt, outcome)
         }
-        entries[id]?.live = Live(task: task, startedAt: .now)
+        entries[id]?.live = Live(task: task, startedAt: Live.now)
     }
 
     /// Every byte of the attempt is in; it no longer counts among the downloads running at once.
@@ -260,7 +260,7 @@ extension DownloadManager {
 
     /// The attempt's task ended, by itself or because it was stopped.
     func attemptEnded(_ id: ID, attempt: Int, _ outcome: Result<DownloadResult, DownloadError>) {
-        guard entries[id] != nil else { return }
+        guard entries.contains(id) else { return }
         switch outcome {
         case .success(let result):
             entries[id]?.path = result.path

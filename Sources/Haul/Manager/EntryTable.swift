@@ -19,6 +19,9 @@ struct EntryTable: Sequence {
     private let absent: ContiguousArray<Entry?> = [nil]
 
     var count: Int { slots.count }
+
+    /// Whether `id` has an entry (without looking at the entry).
+    func contains(_ id: DownloadID) -> Bool { slots[id] != nil }
     var isEmpty: Bool { slots.isEmpty }
     var keys: Dictionary<DownloadID, Int32>.Keys { slots.keys }
 
@@ -34,7 +37,10 @@ struct EntryTable: Sequence {
             if let slot = slots[id].map(Int.init) {
                 yield &chunks[slot / Self.chunkSize][slot % Self.chunkSize]
                 // Looked at where it is (the array's getter would copy it).
-                if chunks[slot / Self.chunkSize].withUnsafeBufferPointer({ $0[slot % Self.chunkSize] == nil }) { removeValue(forKey: id) }
+                let emptied = chunks[slot / Self.chunkSize].withUnsafeBufferPointer { chunk in
+                    if case .none = chunk.baseAddress![slot % Self.chunkSize] { true } else { false }
+                }
+                if emptied { removeValue(forKey: id) }
             } else {
                 var added: Entry?
                 yield &added
