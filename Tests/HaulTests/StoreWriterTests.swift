@@ -83,7 +83,7 @@ extension StoreWriterTests {
         #expect(patch[.ranges] == ByteRanges([0..<10]).databaseValue)
         #expect(patch[.path] == nil)
         #expect(patch.updateSQL == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
-        #expect(patch.changedValues.map { $0?.databaseValue ?? .null } == [
+        #expect(patch.changedValues == [
             DownloadStatus.completed.storedValue.databaseValue, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
         ])
         #expect(RowPatch().isEmpty)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// A change to one row; changes to the same row merge until they are written.
@@ -49,8 +50,8 @@ struct RowPatch: Sendable {
     }
 
     /// The changed values, in column order (the order of ``updateSQL``'s placeholders).
-    var changedValues: [(any DatabaseValueConvertible)?] {
-        var result: [(any DatabaseValueConvertible)?] = []
+    var changedValues: [DatabaseValue] {
+        var result: [DatabaseValue] = []
         result.reserveCapacity(mask.nonzeroBitCount + 2)
         var bits = mask
         while bits != 0 {
@@ -300,13 +301,13 @@ final class StoreWriter: Sendable {
                 row.updatedAt = now
                 // Ids never repeat (a random prefix per process, then a count): a row is inserted
                 // once; a later insert of the same id (a resumed library download) replaces it.
-                try db.cachedStatement(sql: DownloadRow.insertOrReplaceSQL).execute(arguments: StatementArguments(try row.storedValues()))
+                try db.cachedStatement(sql: DownloadRow.insertOrReplaceSQL).run(binding: try row.storedValues().map { $0?.databaseValue ?? .null })
             }
             guard !pending.patch.isEmpty else { continue }
-            // As existentials: GRDB maps an array of those with a closure, an array of values
-            // with a key path (several times slower, for every row).
-            let values = pending.patch.changedValues + [now.timeIntervalSince1970, id.storedValue]
-            try db.cachedStatement(sql: pending.patch.updateSQL).execute(arguments: StatementArguments(values))
+            var values = pending.patch.changedValues
+            values.append(now.timeIntervalSince1970.databaseValue)
+            values.append(id.storedValue.databaseValue)
+            try db.cachedStatement(sql: pending.patch.updateSQL).run(binding: values)
         }
     }
 
@@ -327,4 +328,35 @@ final class StoreWriter: Sendable {
         }
         return "\(error)"
     }
+}
+
+extension Statement {
+    /// Binds `values` to the statement's placeholders in order and runs it once.
+    ///
+    /// The values go to SQLite as they are: GRDB's `StatementArguments` would first map them
+    /// again and check them against the statement, some forty allocations for a row of a
+    /// download (most of the store's cost on a list of small files). The statements this runs
+    /// are the writer's own, whose placeholders and values are made together.
+    func run(binding values: [DatabaseValue]) throws {
+        // Resets the statement and clears what an earlier run bound; it binds nothing.
+        setUncheckedArguments(StatementArguments())
+        for (index, value) in zip(CInt(1)..., values) {
+            let code: CInt
+            switch value.storage {
+            case .null: code = sqlite3_bind_null(sqliteStatement, index)
+            case .int64(let number): code = sqlite3_bind_int64(sqliteStatement, index, number)
+            case .double(let number): code = sqlite3_bind_double(sqliteStatement, index, number)
+            case .string(let text): code = sqlite3_bind_text(sqliteStatement, index, text, -1, Self.transient)
+            case .blob(let data):
+                code = data.withUnsafeBytes { bytes in
+                    sqlite3_bind_blob(sqliteStatement, index, bytes.baseAddress, CInt(bytes.count), Self.transient)
+                }
+            }
+            guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot bind value \(index)") }
+        }
+        try execute()
+    }
+
+    /// SQLite copies what it is given (`SQLITE_TRANSIENT`).
+    private static let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 }
