@@ -34,19 +34,24 @@ struct SpeedMeter: Sendable {
     /// How much of the old rate survives one second (e^(-1/3): a ~3 s time constant).
     static let decayPerSecond = 0.7165
     private(set) var bytesPerSecond: Double = 0
-    private var last: (instant: ContinuousClock.Instant, bytes: Int64)?
+    /// The last sample, its time after ``origin``: a `ContinuousClock.Instant` has no layout
+    /// known when this is compiled, and would make every transfer that holds a meter a value
+    /// the runtime copies and moves for it.
+    private var last: (at: Duration, bytes: Int64)?
+    private static let origin = ContinuousClock.now
 
     mutating func sample(bytes: Int64, at instant: ContinuousClock.Instant) {
+        let at = instant - Self.origin
         guard let last else {
-            self.last = (instant, bytes)
+            self.last = (at, bytes)
             return
         }
-        let elapsed = instant - last.instant
+        let elapsed = at - last.at
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         guard seconds > 0 else { return }
         let instantRate = Double(max(0, bytes - last.bytes)) / seconds
         let keep = bytesPerSecond == 0 ? 0 : Foundation.pow(Self.decayPerSecond, seconds)
         bytesPerSecond = keep * bytesPerSecond + (1 - keep) * instantRate
-        self.last = (instant, bytes)
+        self.last = (at, bytes)
     }
 }
