@@ -29,8 +29,12 @@ final class Store: Sendable {
         configuration.label = "haul.store"
         // A long list rewrites the same pages of its rows transaction after transaction: copied
         // to the database every 4000 pages of log (not SQLite's 1000) they are copied once for
-        // many changes, and with 8 MiB of cache (not 2) the writer rereads none of them.
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -8192") }
+        // many changes, and with 8 MiB of cache (not 2) the writer rereads none of them. The
+        // readers keep SQLite's cache: they read a few pages now and then.
+        configuration.prepareDatabase { db in
+            guard !db.configuration.readonly else { return }
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -8192")
+        }
         let path = path
         do {
             if !FileManager.default.fileExists(atPath: path) {
