@@ -89,6 +89,29 @@ extension StoreWriterTests {
         #expect(RowPatch().isEmpty)
     }
 
+    /// What the writer binds comes back as it went in: text beyond ASCII, whole and fractional
+    /// numbers, nothing.
+    @Test func valuesComeBackAsWritten() async throws {
+        let store = try Store(inMemory: ())
+        let writer = store.writer
+        var inserted = row(0)
+        inserted.lastError = "before, after: é 🚀"
+        writer.insert(inserted)
+        try await writer.flush()
+        #expect(try await store.row(inserted.id)?.lastError == "before, after: é 🚀")
+        writer.update(inserted.id, .status(.failed, error: .io("halfway: ü"), finishOrder: 42))
+        writer.update(inserted.id, .finished(path: "/w/ça.bin", bytes: 1 << 40, fileModified: 1_700_000_000.25))
+        try await writer.flush()
+        let read = try #require(try await store.row(inserted.id))
+        #expect(read.lastError == "halfway: ü")
+        #expect(read.finishOrder == 42)
+        #expect(read.path == "/w/ça.bin")
+        #expect(read.resultBytes == 1 << 40)
+        #expect(read.fileModified == 1_700_000_000.25)
+        #expect(read.totalLength == 1 << 40)
+        #expect(read.validators.etag == nil)
+    }
+
     /// Every column a patch can change is a column of the table.
     @Test func patchColumnsAreTableColumns() {
         for column in RowPatch.Column.allCases { #expect(DownloadRow.storedColumns.contains(column.name)) }

@@ -334,7 +334,7 @@ extension Statement {
     /// Binds `values` to the statement's placeholders in order and runs it once.
     ///
     /// The values go to SQLite as they are: GRDB's `StatementArguments` would first map them
-    /// again and check them against the statement, some forty allocations for a row of a
+    /// again and check them against the statement, some thirty allocations for a row of a
     /// download (most of the store's cost on a list of small files). The statements this runs
     /// are the writer's own, whose placeholders and values are made together.
     func run(binding values: [DatabaseValue]) throws {
@@ -346,7 +346,7 @@ extension Statement {
             case .null: code = sqlite3_bind_null(sqliteStatement, index)
             case .int64(let number): code = sqlite3_bind_int64(sqliteStatement, index, number)
             case .double(let number): code = sqlite3_bind_double(sqliteStatement, index, number)
-            case .string(let text): code = sqlite3_bind_text(sqliteStatement, index, text, -1, Self.transient)
+            case .string(let text): code = sqlite3_bind_text(sqliteStatement, index, text, CInt(text.utf8.count), Self.transient)
             case .blob(let data):
                 code = data.withUnsafeBytes { bytes in
                     sqlite3_bind_blob(sqliteStatement, index, bytes.baseAddress, CInt(bytes.count), Self.transient)
