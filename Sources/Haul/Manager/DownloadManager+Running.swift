@@ -143,7 +143,7 @@ extension DownloadManager {
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):
-                if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = Live.now }
+                if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = ProcessTime.now }
                 hub.send(event(announcement, id: id, lifecycle: entries[id]?.lifecycle ?? entry?.lifecycle,
                                filePath: entries[id]?.filePath ?? entry?.filePath))
             case .discardPartial:
@@ -249,7 +249,7 @@ extension DownloadManager {
             }
             await self?.attemptEnded(id, attempt: attempt, outcome)
         }
-        entries[id]?.live = Live(task: task, startedAt: Live.now)
+        entries[id]?.live = Live(task: task, startedAt: ProcessTime.now)
     }
 
     /// Every byte of the attempt is in; it no longer counts among the downloads running at once.

@@ -77,14 +77,9 @@ public actor DownloadManager {
     /// What only a download that runs (or ran) in this process has.
     struct Live {
         var task: AttemptHandle?
-        /// When it started and ended, after ``Live/origin``: a `ContinuousClock.Instant` has no
-        /// layout known when this is compiled, and in an entry it would send every copy, change
-        /// and look at any entry through the runtime (and a few mallocs).
+        /// When it started and ended (``ProcessTime``: an entry is copied and changed often).
         var startedAt: Duration?
         var endedAt: Duration?
-
-        static let origin = ContinuousClock.now
-        static var now: Duration { ContinuousClock.now - origin }
     }
 
     let downloader: Downloader
@@ -251,7 +246,7 @@ public actor DownloadManager {
             destinationIsFile: path != nil || { if case .file = entry.request.destination { true } else { false } }(),
             status: entry.lifecycle.status, priority: entry.priority, dependencies: entry.dependencies,
             progress: progress, result: entry.lifecycle.result, error: entry.lifecycle.error, request: entry.request,
-            startedAt: runtime?.startedAt.map { Live.origin + $0 }, endedAt: runtime?.endedAt.map { Live.origin + $0 })
+            startedAt: runtime?.startedAt.map(ProcessTime.instant), endedAt: runtime?.endedAt.map(ProcessTime.instant))
     }
 
     func wakeIdleWaiters() {

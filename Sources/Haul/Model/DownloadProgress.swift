@@ -34,14 +34,11 @@ struct SpeedMeter: Sendable {
     /// How much of the old rate survives one second (e^(-1/3): a ~3 s time constant).
     static let decayPerSecond = 0.7165
     private(set) var bytesPerSecond: Double = 0
-    /// The last sample, its time after ``origin``: a `ContinuousClock.Instant` has no layout
-    /// known when this is compiled, and would make every transfer that holds a meter a value
-    /// the runtime copies and moves for it.
+    /// The last sample (its time a ``ProcessTime``: a transfer holds a meter).
     private var last: (at: Duration, bytes: Int64)?
-    private static let origin = ContinuousClock.now
 
     mutating func sample(bytes: Int64, at instant: ContinuousClock.Instant) {
-        let at = instant - Self.origin
+        let at = ProcessTime.since(instant)
         guard let last else {
             self.last = (at, bytes)
             return

@@ -56,7 +56,8 @@ final class PartFile: Sendable {
         return fd >= 0 ? PartFile(unnamed: fd, path: path) : nil
     }
 
-    /// Whether a descriptor can be given a name later (``name()`` goes through `/proc/self/fd`).
+    /// Whether a descriptor can surely be given a name later: ``name()`` links it directly where
+    /// the system allows, else through `/proc/self/fd`.
     private static let canLinkDescriptors = access("/proc/self/fd", X_OK) == 0
 
     /// Whether the file has its name, `path`.
@@ -109,9 +110,10 @@ final class PartFile: Sendable {
     }
 
     /// Gives the lock up before the descriptor closes: the transfer is over, and whoever
-    /// discards the partial next (in this process too) must be able to take it.
+    /// discards the partial next (in this process too) must be able to take it. A part file
+    /// without a name has nobody to give it to (no system call for each small file).
     func unlock() {
-        flock(descriptor, LOCK_UN)
+        if isNamed { flock(descriptor, LOCK_UN) }
     }
 
     private static func labelLock(_ type: Int32) -> flock {
