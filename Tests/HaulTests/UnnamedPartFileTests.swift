@@ -105,7 +105,12 @@ import Testing
         let arguments = ["get", "-q", "-d", "out", "--timeout", "30", "--state-dir", dir.file("state"), server.url("/small.bin")]
 
         let haul = try HaulProcess(arguments, in: dir.path)
-        #expect(try await waitUntil { server.stats("/small.bin").bodyBytesSent >= 100_000 })
+        // The server's count alone races haul: its bytes can sit in the socket before haul has
+        // made the folder. Haul holding an unnamed file there is the moment this test is about.
+        let unnamed = dir.file("out") + "/#"
+        #expect(try await waitUntil {
+            server.stats("/small.bin").bodyBytesSent >= 100_000 && haul.openFiles.contains { $0.hasPrefix(unnamed) }
+        })
         haul.signal(SIGKILL)
         _ = try await haul.finish()
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("out")).isEmpty)

@@ -78,6 +78,14 @@ struct HaulProcess {
 
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
+    /// The paths of the files the process has open now, as `/proc/<pid>/fd` names them (an
+    /// unnamed file shows as its folder, `/#<inode>` and ` (deleted)`).
+    var openFiles: [String] {
+        let folder = "/proc/\(process.processIdentifier)/fd"
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return descriptors.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)") }
+    }
+
     static func run(_ arguments: [String], in directory: String) async throws -> (status: Int32, stderr: String) {
         try await HaulProcess(arguments, in: directory).finish()
     }
