@@ -5,8 +5,9 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// The HTTP clients of one ``Downloader``: one for direct connections and one more for each
-/// proxy (connect timeout, HTTP version) some download asked for, each with its own connection pool.
+/// The HTTP clients of one ``Downloader``: ``PlainHTTPClient`` for plain HTTP without a proxy,
+/// and an AsyncHTTPClient for direct HTTPS and one more for each proxy (connect timeout, HTTP
+/// version) some download asked for, each with its own connection pool.
 /// TLS settings are per request, so downloads with different trust share a client.
 final class HTTPClients: Sendable {
     /// What a client is made for.
@@ -24,11 +25,15 @@ final class HTTPClients: Sendable {
     /// OpenSSL-based tools read it.
     private let systemTrust: NIOSSLTrustRoots
     private let clients = Mutex<[Route: HTTPClient]>([:])
+    /// Plain HTTP without a proxy: most requests of a list of small files.
+    let plain: PlainHTTPClient
     private let tlsConfigurations = Mutex<[TLSOptions: TLSConfiguration]>([:])
 
     init(stallTimeout: Duration, rateLimit: Int64?, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.stallTimeout = stallTimeout
         self.rateLimit = rateLimit
+        plain = PlainHTTPClient(group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
+                                allocator: HTTPTransport.receiveAllocator(rateLimit: rateLimit))
         if let file = environment["SSL_CERT_FILE"], !file.isEmpty {
             systemTrust = .file(file)
         } else if let folder = environment["SSL_CERT_DIR"], !folder.isEmpty {
@@ -83,6 +88,7 @@ final class HTTPClients: Sendable {
 
     /// Closes every client.
     func shutdown() async throws {
+        plain.shutdown()
         let all = clients.withLock { clients in
             defer { clients = [:] }
             return Array(clients.values)

@@ -62,10 +62,7 @@ struct HTTPTransport: Sendable {
         // keeps the network and disk threads taking turns. Reads of up to 1 MiB let them overlap.
         // Under a rate limit, reads stay near a tenth of a second's worth, so the limit paces
         // smoothly instead of in bursts of a whole read.
-        let allocator = rateLimit.map { rate in
-            let maximum = Int(min(max(rate / 10, 16 << 10), 1 << 20))
-            return AdaptiveRecvByteBufferAllocator(minimum: 1 << 10, initial: min(16 << 10, maximum), maximum: maximum)
-        } ?? Self.receiveAllocator
+        let allocator = receiveAllocator(rateLimit: rateLimit)
         configuration.http1_1ConnectionDebugInitializer = { channel in
             channel.setOption(ChannelOptions.recvAllocator, value: allocator)
         }
@@ -75,7 +72,13 @@ struct HTTPTransport: Sendable {
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 
-    static let receiveAllocator = AdaptiveRecvByteBufferAllocator(minimum: 16 << 10, initial: 64 << 10, maximum: 256 << 10)
+    static func receiveAllocator(rateLimit: Int64?) -> AdaptiveRecvByteBufferAllocator {
+        guard let rate = rateLimit else {
+            return AdaptiveRecvByteBufferAllocator(minimum: 16 << 10, initial: 64 << 10, maximum: 256 << 10)
+        }
+        let maximum = Int(min(max(rate / 10, 16 << 10), 1 << 20))
+        return AdaptiveRecvByteBufferAllocator(minimum: 1 << 10, initial: min(16 << 10, maximum), maximum: maximum)
+    }
 
     /// Redirect statuses that carry a `Location` to follow.
     private static let redirects: Set<Int> = [301, 302, 303, 307, 308]
@@ -148,9 +151,16 @@ struct HTTPTransport: Sendable {
         let scheme = url.scheme?.lowercased() ?? "http"
         let proxy = try network.proxy.server(scheme: scheme, host: url.host ?? "")
         if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
-        let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
-                                               http2: network.http2 && !separateConnections))
         do {
+            if scheme == "http", proxy == nil, let host = url.host?.trimmingCharacters(in: Self.brackets) {
+                let target = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
+                return try await clients.plain.execute(
+                    request.method, host: host, port: url.port ?? 80,
+                    target: url.percentEncodedQuery.map { target + "?" + $0 } ?? target,
+                    headers: request.headers, connectTimeout: network.connectTimeout)
+            }
+            let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
+                                                   http2: network.http2 && !separateConnections))
             return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {
             if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil, let host = url.host {
@@ -162,6 +172,9 @@ struct HTTPTransport: Sendable {
             throw Self.map(error, stallTimeout: stallTimeout, host: url.host ?? "", port: port, proxy: proxy, network: network)
         }
     }
+
+    /// Around an IPv6 literal in a URL's host.
+    private static let brackets = CharacterSet(charactersIn: "[]")
 
     /// Reads and drops a redirect's small body (so its connection can be reused); a big one is
     /// cut off by dropping it.
@@ -213,6 +226,18 @@ struct HTTPTransport: Sendable {
                 return .network(Self.words(error))
             }
         }
+        if let error = error as? ChannelError {
+            switch error {
+            case .connectTimeout:
+                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)")
+            case .eof, .ioOnClosedChannel, .alreadyClosed, .outputClosed:
+                return .network("the server closed the connection")
+            default:
+                return .network(Self.words(error))
+            }
+        }
+        if error is HTTPClientClosed { return .network("the server closed the connection") }
+        if error is HTTPParserError { return .network("the server's answer is not valid HTTP/1.1") }
         if let error = error as? IOError {
             return .network("cannot connect to \(host)\(through): \(String(cString: strerror(error.errnoCode)))")
         }

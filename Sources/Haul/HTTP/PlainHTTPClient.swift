@@ -1,0 +1,210 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// Requests without a body over plain HTTP/1.1 on direct connections, on NIO channels with a
+/// keep-alive pool of its own: the path of every request of a list of small files.
+///
+/// AsyncHTTPClient spends more per request than a small file costs to move: a transaction
+/// with its state machines, a task to register its cancellation, a deadline timer, a read
+/// timer armed and cancelled for every read, and an async producer for the body. Here a
+/// request is one exchange object and a write; the body parts of a small answer are read
+/// without a continuation; and stalls and idle connections are watched by one timer per
+/// connection. TLS, proxies and HTTP/2 stay with AsyncHTTPClient.
+final class PlainHTTPClient: Sendable {
+    struct Key: Hashable, Sendable {
+        var host: String
+        var port: Int
+    }
+
+    private struct Pool {
+        var idle: [Key: [PlainHTTPConnection]] = [:]
+        var live: [ObjectIdentifier: PlainHTTPConnection] = [:]
+        var closed = false
+    }
+
+    /// How long a connection may wait in the pool (AsyncHTTPClient's setting in Haul).
+    static let idleTimeout: TimeAmount = .seconds(60)
+    /// Idle connections kept per server; more are closed as they come back.
+    static let idleLimit = 32
+
+    private let group: any EventLoopGroup
+    private let stallTimeout: Duration
+    private let allocator: AdaptiveRecvByteBufferAllocator
+    private let pool = Mutex(Pool())
+
+    init(group: any EventLoopGroup, stallTimeout: Duration, allocator: AdaptiveRecvByteBufferAllocator) {
+        self.group = group
+        self.stallTimeout = stallTimeout
+        self.allocator = allocator
+    }
+
+    /// Sends a request and returns when its answer's head has arrived; the body streams.
+    ///
+    /// A kept-alive connection the server closed meanwhile fails before any byte of an answer;
+    /// the request then goes again on another, as browsers and curl do for requests without a
+    /// body.
+    func execute(_ method: HTTPMethod, host: String, port: Int, target: String, headers: HTTPHeaders,
+                 connectTimeout: Duration) async throws -> HTTPClientResponse {
+        let key = Key(host: host, port: port)
+        var head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
+        if !head.headers.contains(name: "Host") {
+            let name = host.contains(":") ? "[\(host)]" : host
+            head.headers.add(name: "Host", value: port == 80 ? name : "\(name):\(port)")
+        }
+        while true {
+            let pooled = lease(key)
+            let connection: PlainHTTPConnection
+            if let pooled {
+                connection = pooled
+            } else {
+                connection = try await connect(key, timeout: connectTimeout)
+            }
+            let exchange = PlainHTTPExchange(connection: connection)
+            connection.send(head, for: exchange)
+            do {
+                let answer = try await exchange.head()
+                return HTTPClientResponse(version: answer.version, status: answer.status, headers: answer.headers,
+                                          body: .stream(PlainHTTPBody(exchange)))
+            } catch {
+                let stale = pooled != nil && !exchange.answered && !(error is CancellationError) && !(error is DownloadError)
+                if !stale { throw error }
+                connection.close()
+            }
+        }
+    }
+
+    /// Closes every connection.
+    func shutdown() {
+        let all = pool.withLock { pool in
+            pool.closed = true
+            pool.idle = [:]
+            defer { pool.live = [:] }
+            return Array(pool.live.values)
+        }
+        for connection in all { connection.close() }
+    }
+
+    private func lease(_ key: Key) -> PlainHTTPConnection? {
+        pool.withLock { pool in
+            while let connection = pool.idle[key]?.popLast() {
+                if connection.isActive { return connection }
+            }
+            return nil
+        }
+    }
+
+    private func release(_ connection: PlainHTTPConnection) {
+        let kept = pool.withLock { pool in
+            guard !pool.closed, pool.live[ObjectIdentifier(connection)] != nil,
+                  pool.idle[connection.key, default: []].count < Self.idleLimit else { return false }
+            pool.idle[connection.key, default: []].append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+
+    private func forget(_ connection: PlainHTTPConnection) {
+        pool.withLock { pool in
+            pool.live[ObjectIdentifier(connection)] = nil
+            pool.idle[connection.key]?.removeAll { $0 === connection }
+        }
+    }
+
+    private func connect(_ key: Key, timeout: Duration) async throws -> PlainHTTPConnection {
+        // The loop the asking task runs on, when it runs on one: its reads then wake no other thread.
+        let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? group.next()
+        let (allocator, stallTimeout) = (self.allocator, self.stallTimeout)
+        let release: @Sendable (PlainHTTPConnection) -> Void = { [weak self] in self?.release($0) }
+        let forget: @Sendable (PlainHTTPConnection) -> Void = { [weak self] in self?.forget($0) }
+        let future = ClientBootstrap(group: loop)
+            .connectTimeout(TimeAmount(timeout))
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.autoRead, value: false)
+            .channelOption(ChannelOptions.recvAllocator, value: allocator)
+            .connect(host: key.host, port: key.port)
+            .flatMapThrowing { channel in
+                let handler = PlainHTTPHandler(stallTimeout: stallTimeout, idleTimeout: Self.idleTimeout,
+                                               release: release, forget: forget)
+                let connection = PlainHTTPConnection(channel: channel, key: key, handler: handler)
+                handler.connection = connection
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                try channel.pipeline.syncOperations.addHandler(handler)
+                return connection
+            }
+        let connection = try await Self.cancellably(future) { $0.close() }
+        let open = pool.withLock { pool in
+            if pool.closed { return false }
+            pool.live[ObjectIdentifier(connection)] = connection
+            return true
+        }
+        guard open, connection.isActive else {
+            connection.close()
+            throw open ? HTTPClientClosed() : CancellationError()
+        }
+        return connection
+    }
+
+    /// Waits for `future` unless the task is cancelled first; what it brings after that goes
+    /// to `discard`.
+    private static func cancellably<Value: Sendable>(_ future: EventLoopFuture<Value>,
+                                                     discard: @escaping @Sendable (Value) -> Void) async throws -> Value {
+        let waiter = OnceContinuation<Value>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiter.set(continuation)
+                future.whenComplete { result in
+                    if !waiter.resume(with: result), case .success(let value) = result { discard(value) }
+                }
+            }
+        } onCancel: {
+            _ = waiter.resume(with: .failure(CancellationError()))
+        }
+    }
+}
+
+/// A continuation resumed by whichever comes first: the answer or the cancellation (which
+/// may come before the continuation exists).
+private final class OnceContinuation<Value: Sendable>: Sendable {
+    private enum State {
+        case idle
+        case waiting(CheckedContinuation<Value, any Error>)
+        case early(Result<Value, any Error>)
+        case done
+    }
+
+    private let state = Mutex(State.idle)
+
+    func set(_ continuation: CheckedContinuation<Value, any Error>) {
+        let early = state.withLock { state -> Result<Value, any Error>? in
+            if case .early(let result) = state {
+                state = .done
+                return result
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    /// Whether this result is the one that counted.
+    func resume(with result: Result<Value, any Error>) -> Bool {
+        let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>?? in
+            switch state {
+            case .idle:
+                state = .early(result)
+                return .some(nil)
+            case .waiting(let continuation):
+                state = .done
+                return .some(continuation)
+            case .early, .done:
+                return nil
+            }
+        }
+        guard let continuation else { return false }
+        continuation?.resume(with: result)
+        return true
+    }
+}

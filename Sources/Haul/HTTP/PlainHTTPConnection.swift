@@ -1,0 +1,175 @@
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// One keep-alive HTTP/1.1 connection of a ``PlainHTTPClient``: one exchange at a time.
+final class PlainHTTPConnection: Sendable {
+    let channel: any Channel
+    let key: PlainHTTPClient.Key
+    private let handler: NIOLoopBound<PlainHTTPHandler>
+
+    init(channel: any Channel, key: PlainHTTPClient.Key, handler: PlainHTTPHandler) {
+        self.channel = channel
+        self.key = key
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+    }
+
+    /// Sends `head` and starts reading its answer into `exchange`.
+    func send(_ head: HTTPRequestHead, for exchange: PlainHTTPExchange) {
+        if channel.eventLoop.inEventLoop {
+            handler.value.begin(exchange, head: head)
+        } else {
+            let handler = self.handler
+            channel.eventLoop.execute { handler.value.begin(exchange, head: head) }
+        }
+    }
+
+    /// The reader has room again after the channel paused.
+    func resumeReading() {
+        if channel.eventLoop.inEventLoop {
+            handler.value.resumeReading()
+        } else {
+            let handler = self.handler
+            channel.eventLoop.execute { handler.value.resumeReading() }
+        }
+    }
+
+    var isActive: Bool { channel.isActive }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}
+
+/// The last handler of a plain connection's pipeline: feeds the current exchange, asks for
+/// reads while it has room, hands the connection back when an answer ends with the
+/// connection kept alive, and notices when the server has sent nothing for the stall timeout.
+final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let stallTimeout: Duration
+    private let idleTimeout: TimeAmount
+    /// Where a kept-alive connection goes back to.
+    private let release: @Sendable (PlainHTTPConnection) -> Void
+    private let forget: @Sendable (PlainHTTPConnection) -> Void
+    var connection: PlainHTTPConnection?
+
+    private var context: ChannelHandlerContext?
+    private var exchange: PlainHTTPExchange?
+    private var keepAlive = true
+    /// A read was asked for and has not completed.
+    private var reading = false
+    /// When the server last sent something, or the handler last started waiting for it.
+    private var lastActivity = NIODeadline.now()
+    private var watchdog: RepeatedTask?
+
+    init(stallTimeout: Duration, idleTimeout: TimeAmount,
+         release: @escaping @Sendable (PlainHTTPConnection) -> Void,
+         forget: @escaping @Sendable (PlainHTTPConnection) -> Void) {
+        self.stallTimeout = stallTimeout
+        self.idleTimeout = idleTimeout
+        self.release = release
+        self.forget = forget
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // One timer for the connection's whole life, not one per request: stall and idle
+        // checks a few times per stall timeout.
+        let interval = TimeAmount.nanoseconds(max(min(TimeAmount(stallTimeout).nanoseconds / 4, 1_000_000_000), 10_000_000))
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        watchdog = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            loopBound.value.check()
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        watchdog?.cancel()
+        watchdog = nil
+        self.context = nil
+        // The connection holds this handler: the pair goes when the channel does.
+        connection = nil
+    }
+
+    func begin(_ exchange: PlainHTTPExchange, head: HTTPRequestHead) {
+        guard let context, context.channel.isActive else {
+            exchange.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        self.exchange = exchange
+        keepAlive = head.isKeepAlive
+        lastActivity = .now()
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        read(context)
+    }
+
+    func resumeReading() {
+        guard let context, exchange != nil, !reading else { return }
+        read(context)
+    }
+
+    private func read(_ context: ChannelHandlerContext) {
+        reading = true
+        lastActivity = .now()
+        context.read()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let exchange else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            keepAlive = keepAlive && head.isKeepAlive
+            exchange.received(head)
+        case .body(let part):
+            exchange.received(part)
+        case .end:
+            self.exchange = nil
+            exchange.receivedEnd()
+            if keepAlive, let connection {
+                release(connection)
+            } else {
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        lastActivity = .now()
+        if let exchange, exchange.wantsMore() { read(context) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        exchange?.fail(error)
+        exchange = nil
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        exchange?.fail(HTTPClientClosed())
+        exchange = nil
+        watchdog?.cancel()
+        watchdog = nil
+        if let connection { forget(connection) }
+        context.fireChannelInactive()
+    }
+
+    /// Fails an exchange the server stopped feeding; closes a connection idle too long.
+    private func check() {
+        guard let context else { return }
+        let quiet = NIODeadline.now() - lastActivity
+        if let exchange {
+            guard reading, quiet >= TimeAmount(stallTimeout) else { return }
+            exchange.fail(DownloadError.stalled(after: stallTimeout))
+            self.exchange = nil
+            context.close(promise: nil)
+        } else if quiet >= idleTimeout {
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// The server closed the connection before the answer ended.
+struct HTTPClientClosed: Error {}

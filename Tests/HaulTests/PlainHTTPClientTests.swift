@@ -1,0 +1,135 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+@testable import Haul
+
+/// The plain-HTTP client's connections: kept alive, replaced when the server closed them,
+/// given up when an answer is left unread, and failed when the server stops sending.
+struct PlainHTTPClientTests {
+    private func client(stallTimeout: Duration = .seconds(10)) -> PlainHTTPClient {
+        PlainHTTPClient(group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
+                        allocator: HTTPTransport.receiveAllocator(rateLimit: nil))
+    }
+
+    private func get(_ client: PlainHTTPClient, _ server: ScriptedServer, _ target: String,
+                     method: HTTPMethod = .GET) async throws -> (status: Int, body: String) {
+        let response = try await client.execute(method, host: "127.0.0.1", port: server.port, target: target,
+                                                headers: [:], connectTimeout: .seconds(5))
+        var body = ""
+        for try await part in response.body { body += String(buffer: part) }
+        return (Int(response.status.code), body)
+    }
+
+    @Test func answersKeptAliveShareOneConnection() async throws {
+        let server = try ScriptedServer { _, connection, server in
+            while let request = connection.readRequest() {
+                server.note(request.components(separatedBy: "\r\n")[0])
+                connection.write(request.hasPrefix("HEAD")
+                    ? "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+                    : ScriptedServer.answer(String(request.split(separator: " ")[1])))
+            }
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        #expect(try await get(client, server, "/a") == (200, "/a"))
+        #expect(try await get(client, server, "/b", method: .HEAD) == (200, ""))
+        #expect(try await get(client, server, "/c?x=1") == (200, "/c?x=1"))
+        #expect(server.accepted == 1)
+        #expect(server.notes == ["GET /a HTTP/1.1", "HEAD /b HTTP/1.1", "GET /c?x=1 HTTP/1.1"])
+    }
+
+    /// The server drops a kept-alive connection just as the next request goes out (its idle
+    /// timeout): the request goes again on a new connection, and the caller sees no error.
+    @Test func aConnectionClosedUnderARequestIsReplaced() async throws {
+        let server = try ScriptedServer { index, connection, _ in
+            guard connection.readRequest() != nil else { return }
+            connection.write(ScriptedServer.answer("first \(index)"))
+            // The second request on this connection is read and left unanswered: closed.
+            _ = connection.readRequest()
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        #expect(try await get(client, server, "/a") == (200, "first 0"))
+        #expect(try await get(client, server, "/b") == (200, "first 1"))
+        #expect(server.accepted == 2)
+    }
+
+    @Test func connectionCloseIsHonoured() async throws {
+        let server = try ScriptedServer { index, connection, server in
+            guard connection.readRequest() != nil else { return }
+            connection.write(ScriptedServer.answer("\(index)", close: true))
+            // Left open by the server: the client must not send another request on it.
+            if connection.readRequest() != nil { server.note("a request after Connection: close") }
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        #expect(try await get(client, server, "/a") == (200, "0"))
+        #expect(try await get(client, server, "/b") == (200, "1"))
+        #expect(server.accepted == 2)
+        #expect(server.notes.isEmpty)
+    }
+
+    /// A body left unread (a segment that has what it needs, an error page) closes its
+    /// connection: the rest of that answer would be read as the next one.
+    @Test func aBodyLeftUnreadClosesItsConnection() async throws {
+        let server = try ScriptedServer { _, connection, server in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 100))
+            server.note(connection.clientClosed(within: 10) ? "closed" : "still open")
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        let response = try await client.execute(.GET, host: "127.0.0.1", port: server.port, target: "/",
+                                                headers: [:], connectTimeout: .seconds(5))
+        var iterator = response.body.makeAsyncIterator()
+        let first = try await iterator.next()
+        #expect(first?.readableBytes ?? 0 > 0)
+        _ = consume iterator
+        #expect(try await waitUntil { server.notes == ["closed"] })
+    }
+
+    @Test func anAnswerThatStopsFailsAsStalled() async throws {
+        let server = try ScriptedServer { _, connection, _ in
+            guard connection.readRequest() != nil else { return }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nsome")
+            _ = connection.clientClosed(within: 10)
+        }
+        defer { server.stop() }
+        let client = client(stallTimeout: .milliseconds(300))
+        defer { client.shutdown() }
+
+        let started = ContinuousClock.now
+        await #expect(throws: DownloadError.stalled(after: .milliseconds(300))) {
+            _ = try await get(client, server, "/")
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    @Test func aCancelledWaitEndsAtOnce() async throws {
+        let server = try ScriptedServer { _, connection, _ in
+            guard connection.readRequest() != nil else { return }
+            // No answer at all until the client gives up.
+            _ = connection.clientClosed(within: 10)
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        let waiting = Task { try await get(client, server, "/") }
+        #expect(try await waitUntil { server.accepted == 1 })
+        try await Task.sleep(for: .milliseconds(50))
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await waiting.value }
+    }
+}
