@@ -42,15 +42,18 @@ extension DownloadRunner {
     /// Whether neither the file nor its part file is where the download would go, as far as
     /// can be told before the server names the file.
     func nothingOnDisk(urlName: String?) -> Bool {
-        let candidate: String
         switch request.destination {
         case .file(let path):
-            candidate = DestinationResolver.absolute(path)
+            let candidate = DestinationResolver.absolute(path)
+            return !DestinationResolver.exists(candidate) && !DestinationResolver.exists(candidate + ".part")
         case .directory(let directory):
+            // A list into one folder asks this for every file: the folder's listing answers.
             guard let urlName else { return false }
-            candidate = DestinationResolver.absolute(directory) + "/" + urlName
+            let folder = DestinationResolver.absolute(directory)
+            if let taken = folders.contains(urlName, or: urlName + ".part", in: folder) { return !taken }
+            let candidate = folder + "/" + urlName
+            return !DestinationResolver.exists(candidate) && !DestinationResolver.exists(candidate + ".part")
         }
-        return !DestinationResolver.exists(candidate) && !DestinationResolver.exists(candidate + ".part")
     }
 
     /// HEAD, falling back to a one-byte ranged GET when HEAD is refused or says nothing useful.

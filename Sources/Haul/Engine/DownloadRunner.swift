@@ -12,6 +12,7 @@ struct DownloadRunner: Sendable {
     let revalidate: Bool
     let store: Store
     let committer: FileCommitter
+    let folders: FolderListings
     let transport: HTTPTransport
     let stallTimeout: Duration
     let clock: any Clock<Duration>

@@ -52,6 +52,8 @@ public final class Downloader: Sendable {
     let store: Store
     /// Puts finished files in place, a batch at a time.
     let committer = FileCommitter()
+    /// The names in the folders downloads go to, for the look before the first request.
+    let folders = FolderListings()
     private let clients: HTTPClients
     /// Every download's cookies, as one store.
     let cookies = CookieStore()
@@ -169,7 +171,7 @@ public final class Downloader: Sendable {
         // Only where something is logged: setting metadata copies the logger's dictionary.
         if logger.logLevel <= .debug { logger[metadataKey: "download"] = .stringConvertible(id) }
         let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
-        var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer,
+        var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders,
                                     transport: transport(for: request), stallTimeout: configuration.stallTimeout,
                                     clock: configuration.clock, random: configuration.random,
                                     limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)

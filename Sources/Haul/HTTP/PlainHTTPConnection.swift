@@ -126,12 +126,13 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             exchange.received(part)
         case .end:
             self.exchange = nil
-            exchange.receivedEnd()
+            // Back in the pool before the reader hears of the end: its next request finds it there.
             if keepAlive, let connection {
                 release(connection)
             } else {
                 context.close(promise: nil)
             }
+            exchange.receivedEnd()
         }
     }
 

@@ -1,0 +1,99 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// A folder's listing answers as `lstat` would, however the folder changed since it was read.
+struct FolderListingsTests {
+    @Test func seesNamesMadeAndRemovedAfterTheFolderWasRead() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try Data("a".utf8).write(to: URL(fileURLWithPath: dir.file("a.bin")))
+        let listings = FolderListings()
+
+        #expect(listings.contains("a.bin", or: "a.bin.part", in: dir.path) == true)
+        #expect(listings.contains("b.bin", or: "b.bin.part", in: dir.path) == false)
+        try Data("b".utf8).write(to: URL(fileURLWithPath: dir.file("b.bin.part")))
+        #expect(listings.contains("b.bin", or: "b.bin.part", in: dir.path) == true)
+        try FileManager.default.moveItem(atPath: dir.file("b.bin.part"), toPath: dir.file("b.bin"))
+        #expect(listings.contains("b.bin", or: "x", in: dir.path) == true)
+        #expect(listings.contains("b.bin.part", or: "x", in: dir.path) == false)
+        try FileManager.default.removeItem(atPath: dir.file("a.bin"))
+        #expect(listings.contains("a.bin", or: "a.bin.part", in: dir.path) == false)
+        try FileManager.default.createDirectory(atPath: dir.file("c"), withIntermediateDirectories: false)
+        #expect(listings.contains("c", or: "x", in: dir.path) == true)
+    }
+
+    /// A folder not there yet is looked at by the caller; once made, it is read.
+    @Test func aFolderMadeLaterIsReadThen() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let listings = FolderListings()
+        let folder = dir.file("later")
+
+        #expect(listings.contains("a", or: "b", in: folder) == nil)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        #expect(listings.contains("a", or: "b", in: folder) == false)
+    }
+
+    /// A folder moved away no longer answers for its old path.
+    @Test func aFolderMovedAwayIsForgotten() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let folder = dir.file("f")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let listings = FolderListings()
+        #expect(listings.contains("a", or: "b", in: folder) == false)
+
+        try FileManager.default.moveItem(atPath: folder, toPath: dir.file("g"))
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        try Data("a".utf8).write(to: URL(fileURLWithPath: folder + "/a"))
+        #expect(listings.contains("a", or: "b", in: folder) == true)
+    }
+
+    /// More changes between two questions than the kernel queues: the folder is read again.
+    @Test func aLostQueueReadsTheFolderAgain() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let listings = FolderListings()
+        #expect(listings.contains("n0", or: "x", in: dir.path) == false)
+
+        let queued = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16384
+        let count = min(queued + 100, 200_000)
+        for index in 0..<count {
+            let fd = open(dir.file("n\(index)"), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+            try #require(fd >= 0)
+            close(fd)
+        }
+        #expect(listings.contains("n0", or: "x", in: dir.path) == true)
+        #expect(listings.contains("n\(count - 1)", or: "x", in: dir.path) == true)
+    }
+
+    /// A file that appears after the folder was read is met as one found before the download:
+    /// the same size as the remote's is taken as complete, and no body is fetched for it.
+    @Test func aDownloadSeesAFileMadeAfterTheFolderWasRead() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        let server = try await FaultServer.start()
+        let first = Route(content: testBytes(1000, seed: 1))
+        let second = Route(content: testBytes(1000, seed: 2))
+        server.serve("/a.bin", first)
+        server.serve("/b.bin", second)
+        server.serve("/c.bin", first)
+        let downloader = try harness.downloader()
+
+        // The first makes the folder, the second reads it.
+        for name in ["a.bin", "c.bin"] {
+            let result = try await downloader.download(harness.request(server.url("/" + name))).result()
+            #expect(result.path == harness.directory.file("out/" + name))
+        }
+        try Data(second.content).write(to: URL(fileURLWithPath: harness.directory.file("out/b.bin")))
+        let b = try await downloader.download(harness.request(server.url("/b.bin"))).result()
+        try await downloader.shutdown()
+        try await server.shutdown()
+
+        #expect(b.wasAlreadyComplete)
+        #expect(server.stats("/b.bin").getCount == 0)
+    }
+}
