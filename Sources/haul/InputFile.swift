@@ -69,10 +69,10 @@ struct InputFile {
     /// One line, entries it completes come back from ``take(_:)``.
     private mutating func take(_ raw: Substring) throws -> InputEntry? {
         let line = raw.hasSuffix("\r") ? raw.dropLast() : raw
-        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        let trimmed = Self.trimmingBlanks(line)
         if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
         guard line.first == " " || line.first == "\t" else {
-            let url = trimmed.split(separator: "\t").first.map(String.init) ?? trimmed
+            let url = String(trimmed.split(separator: "\t").first ?? trimmed)
             let finished = current
             current = InputEntry(url: url)
             return finished
@@ -89,6 +89,19 @@ struct InputFile {
             throw ValidationError("\(name):\(lineNumber): option '\(option)' is not supported (out, dir, checksum are)")
         }
         return nil
+    }
+
+    /// `line` without the spaces and tabs (and other blanks) around it: Foundation's
+    /// `trimmingCharacters(in: .whitespaces)` without its bridge through NSString, which cost a
+    /// list a percent of its time.
+    static func trimmingBlanks(_ line: Substring) -> Substring {
+        func isBlank(_ character: Character) -> Bool {
+            character == " " || character == "\t" || (character.isWhitespace && !character.isNewline)
+        }
+        var trimmed = line
+        while let first = trimmed.first, isBlank(first) { trimmed.removeFirst() }
+        while let last = trimmed.last, isBlank(last) { trimmed.removeLast() }
+        return trimmed
     }
 
     private mutating func readLine() throws -> Substring? {

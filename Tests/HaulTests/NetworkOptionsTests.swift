@@ -101,7 +101,7 @@ import Testing
             """)
         #expect(cookies.count == 3)
         let store = CookieStore()
-        store.receive([], from: URLComponents())
+        store.receive([], from: HTTPURL("http://example.com")!)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("cookies-\(UUID().uuidString)").path
         defer { unlink(file) }
         FileManager.default.createFile(atPath: file, contents: Data("""
@@ -110,7 +110,7 @@ import Testing
             www.example.com\tFALSE\t/\tFALSE\t1\texpired\tx
             """.utf8))
         #expect(throws: Never.self) { try store.load(file) }
-        func header(_ url: String) -> String? { store.header(for: URLComponents(string: url)!) }
+        func header(_ url: String) -> String? { store.header(for: HTTPURL(url)!) }
         #expect(header("https://www.example.com/app/x") == "secret=a\tb; all=1")
         #expect(header("http://www.example.com/app/x") == "all=1", "secure cookies need https")
         #expect(header("https://www.example.com/application") == "all=1", "a path matches on a / boundary")
@@ -118,7 +118,7 @@ import Testing
         #expect(header("https://example.org/") == nil)
 
         // A server's cookie for another domain is ignored; one for a parent domain is kept.
-        store.receive(["evil=1; Domain=other.example", "parent=1; Domain=example.com; Path=/"], from: URLComponents(string: "https://www.example.com/")!)
+        store.receive(["evil=1; Domain=other.example", "parent=1; Domain=example.com; Path=/"], from: HTTPURL("https://www.example.com/")!)
         #expect(header("https://other.example/") == nil)
         #expect(header("https://x.example.com/")?.contains("parent=1") == true)
     }

@@ -55,12 +55,12 @@ final class CookieStore: Sendable {
     }
 
     /// The `Cookie` header for `url`, or nil when no cookie matches.
-    func header(for url: URLComponents) -> String? {
+    func header(for url: HTTPURL) -> String? {
         // Most downloads have no cookies at all: not even the URL is looked at then.
         if state.withLock({ $0.cookies.isEmpty }) { return nil }
-        guard let host = url.host?.lowercased() else { return nil }
-        let path = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
-        let secure = url.scheme?.lowercased() == "https"
+        let host = url.host.lowercased()
+        let path = url.path.isEmpty ? "/" : url.path
+        let secure = url.scheme == "https"
         let now = Int64(Date().timeIntervalSince1970)
         let matching = state.withLock { state in
             state.cookies.values.filter { $0.matches(host: host, path: path, secure: secure, now: now) }
@@ -73,8 +73,9 @@ final class CookieStore: Sendable {
 
     /// Keeps the cookies of `Set-Cookie` headers from an answer for `url`. A cookie for another
     /// domain than the URL's (or a parent of it) is ignored, as browsers do.
-    func receive(_ headers: [String], from url: URLComponents) {
-        guard !headers.isEmpty, let host = url.host?.lowercased() else { return }
+    func receive(_ headers: [String], from url: HTTPURL) {
+        guard !headers.isEmpty else { return }
+        let host = url.host.lowercased()
         let now = Int64(Date().timeIntervalSince1970)
         var received: [Cookie] = []
         for header in headers {

@@ -86,15 +86,16 @@ struct HTTPTransport: Sendable {
     /// Sends one request, following redirects, and returns when the final answer's head arrives.
     func send(_ method: HTTPMethod, url: String, headers: [(String, String)], stallTimeout: Duration) async throws(DownloadError) -> HTTPAnswer {
         let start = URLRedaction.redact(url)
-        guard var current = URLComponents(string: start) else { throw .invalidRequest("malformed URL \(start)") }
+        guard var current = HTTPURL(start) else { throw .invalidRequest("malformed URL \(start)") }
         let home = Origin(current)
         if let file = network.cookieFile { try cookies.load(file) }
-        let authorization = try credentials.authorization(for: origin, host: current.host ?? "", network: network)
+        let authorization = try credentials.authorization(for: origin, host: current.host, network: network)
         var method = method
         var seen: Set<String> = []
+        var redirectedTo = start
         for hop in 0... {
-            // The URL as given until a redirect (rebuilding it from its parts costs a parse).
-            let target = hop == 0 ? start : current.string ?? start
+            // The URL as given until a redirect.
+            let target = hop == 0 ? start : redirectedTo
             var request = HTTPClientRequest(url: target)
             request.method = method
             request.headers.add(name: "User-Agent", value: network.userAgent ?? "haul/\(HaulVersion.string)")
@@ -114,7 +115,7 @@ struct HTTPTransport: Sendable {
             }
             let response = try await execute(request, url: current, stallTimeout: stallTimeout)
             if response.status == .proxyAuthenticationRequired,
-               let proxy = try network.proxy.server(scheme: current.scheme?.lowercased() ?? "http", host: current.host ?? "") {
+               let proxy = try network.proxy.server(scheme: current.scheme, host: current.host) {
                 await Self.discard(response.body)
                 throw Self.wantsCredentials(proxy)
             }
@@ -128,48 +129,47 @@ struct HTTPTransport: Sendable {
             guard hop < network.maxRedirects else {
                 throw .redirect("too many redirects (more than \(network.maxRedirects))")
             }
-            guard let next = URL(string: location, relativeTo: URL(string: target))?.absoluteURL,
-                  var components = URLComponents(url: next, resolvingAgainstBaseURL: true),
+            guard let absolute = URL(string: location, relativeTo: URL(string: target))?.absoluteURL,
+                  var components = URLComponents(url: absolute, resolvingAgainstBaseURL: true),
                   let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https", components.host != nil
             else {
                 throw .redirect("redirected to \(URLRedaction.redact(location)), which is not an http(s) URL")
             }
             components.fragment = nil
+            let next = HTTPURL(components)
+            redirectedTo = components.string ?? start
             // The same URL with the same cookies again can only loop.
-            guard seen.insert((components.string ?? "") + "\n" + (cookies.header(for: components) ?? "")).inserted else {
+            guard seen.insert(redirectedTo + "\n" + (cookies.header(for: next) ?? "")).inserted else {
                 throw .redirect("redirect loop")
             }
             if status == 303, method != .HEAD { method = .GET }
-            current = components
+            current = next
         }
         throw .redirect("redirect loop")
     }
 
     /// One request on the client for `url`'s route, with the download's TLS settings.
-    private func execute(_ request: HTTPClientRequest, url: URLComponents, stallTimeout: Duration) async throws(DownloadError) -> HTTPClientResponse {
+    private func execute(_ request: HTTPClientRequest, url: HTTPURL, stallTimeout: Duration) async throws(DownloadError) -> HTTPClientResponse {
         var request = request
-        let scheme = url.scheme?.lowercased() ?? "http"
-        let proxy = try network.proxy.server(scheme: scheme, host: url.host ?? "")
+        let scheme = url.scheme
+        let proxy = try network.proxy.server(scheme: scheme, host: url.host)
         if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
         do {
-            if scheme == "http", proxy == nil, let host = url.host?.trimmingCharacters(in: Self.brackets) {
-                let target = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
+            if scheme == "http", proxy == nil {
                 return try await clients.plain.execute(
-                    request.method, host: host, port: url.port ?? 80,
-                    target: url.percentEncodedQuery.map { target + "?" + $0 } ?? target,
-                    headers: request.headers, connectTimeout: network.connectTimeout)
+                    request.method, host: url.host.trimmingCharacters(in: Self.brackets), port: url.effectivePort,
+                    target: url.target, headers: request.headers, connectTimeout: network.connectTimeout)
             }
             let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
                                                    http2: network.http2 && !separateConnections))
             return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {
-            if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil, let host = url.host {
+            if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil {
                 // Say why, when the server can be asked again directly.
-                failure.reason = .untrusted(detail: await TLSFailure.diagnose(host: host, port: url.port ?? 443))
-                throw failure.error(host: host)
+                failure.reason = .untrusted(detail: await TLSFailure.diagnose(host: url.host, port: url.effectivePort))
+                throw failure.error(host: url.host)
             }
-            let port = url.port ?? (scheme == "https" ? 443 : 80)
-            throw Self.map(error, stallTimeout: stallTimeout, host: url.host ?? "", port: port, proxy: proxy, network: network)
+            throw Self.map(error, stallTimeout: stallTimeout, host: url.host, port: url.effectivePort, proxy: proxy, network: network)
         }
     }
 
@@ -280,10 +280,10 @@ struct Origin: Equatable {
     var host: String
     var port: Int
 
-    init(_ url: URLComponents) {
-        scheme = url.scheme?.lowercased() ?? ""
-        host = url.host?.lowercased() ?? ""
-        port = url.port ?? (scheme == "https" ? 443 : 80)
+    init(_ url: HTTPURL) {
+        scheme = url.scheme
+        host = url.host.lowercased()
+        port = url.effectivePort
     }
 }
 

@@ -209,10 +209,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
     public func validate() throws(DownloadError) {
-        guard let components = URLComponents(string: url),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.host, !host.isEmpty
-        else {
+        guard let parsed = HTTPURL(url), parsed.scheme == "http" || parsed.scheme == "https" else {
             throw .invalidRequest("not a URL Haul can download: it takes http:// and https:// URLs with a host")
         }
         guard !destination.path.isEmpty else { throw .invalidRequest("the destination is empty") }
