@@ -26,6 +26,7 @@ struct HTTPURLTests {
         "http://example.com/a#b#c",
         "http://éxample.com/f",
         "http://example.com/é",
+        "http://EXAMPLE.com/MiXed",
         "http://",
         "http:///path",
         "mailto:someone@example.com",
@@ -47,5 +48,11 @@ struct HTTPURLTests {
         #expect(try #require(HTTPURL("http://h:8080/p")).effectivePort == 8080)
         #expect(try #require(HTTPURL("https://h/p")).effectivePort == 443)
         #expect(try #require(HTTPURL("http://h/p")).effectivePort == 80)
+        #expect(try #require(HTTPURL("http://[::1]:8080/p")).bareHost == "::1")
+    }
+
+    /// What a resolver and a `Host` header take, where `URLComponents` gives Unicode.
+    @Test func anIDNAHostStaysAsWritten() throws {
+        #expect(try #require(HTTPURL("http://xn--bcher-kva.example/f")).host == "xn--bcher-kva.example")
     }
 }

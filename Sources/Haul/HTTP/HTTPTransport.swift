@@ -157,7 +157,7 @@ struct HTTPTransport: Sendable {
         do {
             if scheme == "http", proxy == nil {
                 return try await clients.plain.execute(
-                    request.method, host: url.host.trimmingCharacters(in: Self.brackets), port: url.effectivePort,
+                    request.method, host: url.bareHost, port: url.effectivePort,
                     target: url.target, headers: request.headers, connectTimeout: network.connectTimeout)
             }
             let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
@@ -172,9 +172,6 @@ struct HTTPTransport: Sendable {
             throw Self.map(error, stallTimeout: stallTimeout, host: url.host, port: url.effectivePort, proxy: proxy, network: network)
         }
     }
-
-    /// Around an IPv6 literal in a URL's host.
-    private static let brackets = CharacterSet(charactersIn: "[]")
 
     /// Reads and drops a redirect's small body (so its connection can be reused); a big one is
     /// cut off by dropping it.

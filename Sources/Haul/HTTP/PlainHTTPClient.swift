@@ -51,7 +51,7 @@ final class PlainHTTPClient: Sendable {
         let key = Key(host: host, port: port)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
         if !head.headers.contains(name: "Host") {
-            let name = host.contains(":") ? "[\(host)]" : host
+            let name = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
             head.headers.add(name: "Host", value: port == 80 ? name : "\(name):\(port)")
         }
         while true {

@@ -40,7 +40,7 @@ final class HostConnections: Sendable {
     /// The host a URL's connections count against (lowercased; empty for a malformed URL,
     /// which then fails on its own).
     static func host(of url: String) -> String {
-        URLComponents(string: url)?.host?.lowercased() ?? ""
+        HTTPURL(url)?.host.lowercased() ?? ""
     }
 }
 

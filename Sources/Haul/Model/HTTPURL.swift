@@ -9,13 +9,19 @@ import Foundation
 struct HTTPURL: Sendable, Equatable {
     /// Lowercased.
     var scheme: String
-    /// As written.
+    /// As written. (`URLComponents` turns an IDNA name, `xn--…`, into Unicode, which no
+    /// resolver takes and no `Host` header may carry; read here, it stays as written.)
     var host: String
     var port: Int?
     /// As written (percent-encoded); empty when the URL has none.
     var path: String
     /// As written, without the `?`; nil without one.
     var query: String?
+
+    /// The host to connect to: an IPv6 literal without its brackets.
+    var bareHost: String {
+        host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    }
 
     /// The port, or the scheme's.
     var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
