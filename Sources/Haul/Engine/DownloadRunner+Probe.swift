@@ -44,16 +44,18 @@ extension DownloadRunner {
     func nothingOnDisk(urlName: String?) -> Bool {
         switch request.destination {
         case .file(let path):
-            let candidate = DestinationResolver.absolute(path)
-            return !DestinationResolver.exists(candidate) && !DestinationResolver.exists(candidate + ".part")
+            return !Self.fileOrPartExists(DestinationResolver.absolute(path))
         case .directory(let directory):
             // A list into one folder asks this for every file: the folder's listing answers.
             guard let urlName else { return false }
             let folder = DestinationResolver.absolute(directory)
             if let taken = folders.contains(urlName, or: urlName + ".part", in: folder) { return !taken }
-            let candidate = folder + "/" + urlName
-            return !DestinationResolver.exists(candidate) && !DestinationResolver.exists(candidate + ".part")
+            return !Self.fileOrPartExists(folder + "/" + urlName)
         }
+    }
+
+    private static func fileOrPartExists(_ path: String) -> Bool {
+        DestinationResolver.exists(path) || DestinationResolver.exists(path + ".part")
     }
 
     /// HEAD, falling back to a one-byte ranged GET when HEAD is refused or says nothing useful.

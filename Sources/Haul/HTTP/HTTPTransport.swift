@@ -233,7 +233,7 @@ struct HTTPTransport: Sendable {
                 return .network(Self.words(error))
             }
         }
-        if error is HTTPClientClosed { return .network("the server closed the connection") }
+        if error is ServerClosedConnection { return .network("the server closed the connection") }
         if error is HTTPParserError { return .network("the server's answer is not valid HTTP/1.1") }
         if let error = error as? IOError {
             return .network("cannot connect to \(host)\(through): \(String(cString: strerror(error.errnoCode)))")

@@ -142,7 +142,7 @@ final class PlainHTTPClient: Sendable {
         }
         guard open, connection.isActive else {
             connection.close()
-            throw open ? HTTPClientClosed() : CancellationError()
+            throw open ? ServerClosedConnection() : CancellationError()
         }
         return connection
     }

@@ -16,21 +16,21 @@ final class PlainHTTPConnection: Sendable {
 
     /// Sends `head` and starts reading its answer into `exchange`.
     func send(_ head: HTTPRequestHead, for exchange: PlainHTTPExchange) {
-        if channel.eventLoop.inEventLoop {
-            handler.value.begin(exchange, head: head)
-        } else {
-            let handler = self.handler
-            channel.eventLoop.execute { handler.value.begin(exchange, head: head) }
-        }
+        onLoop { $0.begin(exchange, head: head) }
     }
 
     /// The reader has room again after the channel paused.
     func resumeReading() {
+        onLoop { $0.resumeReading() }
+    }
+
+    /// Runs `body` with the handler on the channel's loop: at once when already there.
+    private func onLoop(_ body: @escaping @Sendable (PlainHTTPHandler) -> Void) {
         if channel.eventLoop.inEventLoop {
-            handler.value.resumeReading()
+            body(handler.value)
         } else {
             let handler = self.handler
-            channel.eventLoop.execute { handler.value.resumeReading() }
+            channel.eventLoop.execute { body(handler.value) }
         }
     }
 
@@ -149,7 +149,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        exchange?.fail(HTTPClientClosed())
+        exchange?.fail(ServerClosedConnection())
         exchange = nil
         watchdog?.cancel()
         watchdog = nil
@@ -173,4 +173,4 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 }
 
 /// The server closed the connection before the answer ended.
-struct HTTPClientClosed: Error {}
+struct ServerClosedConnection: Error {}
