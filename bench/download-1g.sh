@@ -4,6 +4,8 @@
 #
 #   bench/download-1g.sh [--no-haul] [--flush] [ROUNDS]     (ROUNDS defaults to 5)
 #
+# haul runs twice per round: `haul` with one connection (`-x 1`, like the others) and `haul-x4`
+# with its default of 4 connections. HAUL=PATH runs that haul instead of building one.
 # --no-haul  skip haul (and its release build): tests the harness while haul is unfinished.
 # --flush    time every tool as `TOOL && sync -d OUT`: haul fdatasyncs before it returns, the
 #            others leave the file in the page cache, so this is the like-for-like durable time.
@@ -36,12 +38,14 @@ need /usr/bin/time /usr/bin/time time
 
 TOOLS=(curl wget aria2c)
 if (( WITH_HAUL )); then
-    # Build first: a failed build should stop us before minutes of downloading.
-    (cd "$REPO" && swift build -c release --product haul) || {
-        echo "error: haul did not build; run with --no-haul to benchmark the other tools" >&2; exit 2; }
-    HAUL=$REPO/.build/release/haul
+    if [[ -z "${HAUL:-}" ]]; then
+        # Build first: a failed build should stop us before minutes of downloading.
+        (cd "$REPO" && swift build -c release --product haul) || {
+            echo "error: haul did not build; run with --no-haul to benchmark the other tools" >&2; exit 2; }
+        HAUL=$REPO/.build/release/haul
+    fi
     [[ -x "$HAUL" ]] || { echo "error: $HAUL missing; use --no-haul" >&2; exit 2; }
-    TOOLS=(haul "${TOOLS[@]}")
+    TOOLS=(haul haul-x4 "${TOOLS[@]}")
 fi
 
 mkdir -p "$WORK/www" "$WORK/out" "$WORK/nginx"
@@ -70,6 +74,7 @@ command_for() {
     state=$(printf %q "$WORK/out/state")
     case "$2" in
         haul) echo "$(printf %q "$HAUL") get -q -x 1 -o $out $URL --state-dir $state" ;;
+        haul-x4) echo "$(printf %q "$HAUL") get -q -o $out $URL --state-dir $state" ;;
         curl) echo "curl -s -o $out $URL" ;;
         wget) echo "wget -q -O $out $URL" ;;
         aria2c) echo "aria2c -q -x1 -s1 --file-allocation=none --allow-overwrite=true -d $dir -o $name $URL" ;;

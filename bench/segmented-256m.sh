@@ -4,6 +4,8 @@
 # `haul get -x 16` and `aria2c -x16 -s16`, interleaved, ROUNDS times each (default 3).
 #
 #   bench/segmented-256m.sh [ROUNDS] [RATE]      (RATE per connection, nginx syntax, default 4m)
+#
+# HAUL=PATH runs that haul instead of building one.
 set -euo pipefail
 
 ROUNDS=${1:-3}
@@ -17,8 +19,10 @@ source "$REPO/bench/nginx.sh"
 command -v aria2c >/dev/null || { echo "error: aria2c not found; apt-get install -y aria2" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "error: /usr/bin/time not found; apt-get install -y time" >&2; exit 2; }
 
-(cd "$REPO" && swift build -c release --product haul)
-HAUL=$REPO/.build/release/haul
+if [[ -z "${HAUL:-}" ]]; then
+    (cd "$REPO" && swift build -c release --product haul)
+    HAUL=$REPO/.build/release/haul
+fi
 mkdir -p "$WORK/www"
 [[ "$(stat -c %s "$SRC" 2>/dev/null || echo 0)" == "$SIZE" ]] || head -c "$SIZE" /dev/urandom > "$SRC"
 SRC_SHA=$(sha256sum < "$SRC" | cut -d' ' -f1)
