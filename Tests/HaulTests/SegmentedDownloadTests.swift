@@ -38,6 +38,42 @@ import Testing
         #expect(eight.stats.bodyBytesSent <= Self.size + 8 * ResumeTests.inFlightAllowance)
     }
 
+    /// The first contact's answer is the whole file and feeds the first segment: once that
+    /// segment is written, the rest of the answer is not waited for. Here the server sends
+    /// nothing more on it and the stall timeout is an hour; a server that throttles sends the
+    /// next bytes when its next second's allowance opens, which cost throttled downloads up to
+    /// a second each.
+    @Test func theFirstAnswerIsLeftWhenItsSegmentIsWritten() async throws {
+        let content = testBytes(Self.size, seed: 8)
+        let server = try await FaultServer.start()
+        var harness = try Harness()
+        harness.stallTimeout = .seconds(3600)
+        defer { harness.remove() }
+        var route = Route(content: content)
+        route.stallFirstAfter = Self.size / 2
+        server.serve("/f.bin", route)
+        let downloader = try harness.downloader()
+        // Two connections cut the file in halves, too small to split again: the first answer
+        // stops where its half does.
+        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin") {
+            $0.connections = 2
+            $0.minimumSplitSize = Int64(Self.size) / 4 + 1
+        })
+        // Waiting for the stall timeout would take an hour: the test gives up long before.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            task.cancel()
+        }
+        let result: Result<DownloadResult, DownloadError>
+        do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
+        watchdog.cancel()
+        try await downloader.shutdown()
+        try await server.shutdown()
+        #expect(throws: Never.self) { try result.get() }
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        #expect(server.stats("/f.bin").requests.filter { $0.method == "GET" }.map(\.status).sorted() == [200, 206])
+    }
+
     @Test func aServerThatIgnoresRangesFallsBackToOneStream() async throws {
         let outcome = try await run(connections: 4) { $0.honoursRange = false }
         #expect(digest(outcome.got) == digest(outcome.expected))

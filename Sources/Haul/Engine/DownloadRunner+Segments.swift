@@ -149,6 +149,10 @@ extension DownloadRunner {
                 }
                 // Reached the end, or another connection took over the rest: stop reading.
                 if after.accepted < buffer.readableBytes { return }
+                // The answer goes on past the segment (the first contact's whole file, or a
+                // range a thief cut short): its next bytes are not waited for, since a server
+                // that throttles may send them only when its next second's allowance opens.
+                if after.finished, offset < announcedEnd { return }
             }
         } catch let error as DownloadError {
             throw error

@@ -17,6 +17,8 @@ final class SegmentBoard: Sendable {
     struct AfterWrite {
         /// How many of the bytes belonged to the segment (the rest went to a thief).
         var accepted: Int
+        /// The segment has all its bytes now (up to its end, which a thief may have moved).
+        var finished = false
         /// Ranges to checkpoint now, when one is due.
         var checkpoint: ByteRanges?
         /// Bytes done, the smoothed rate and the connections reading, when a progress report is due.
@@ -68,7 +70,7 @@ final class SegmentBoard: Sendable {
             state.written.insert(offset..<offset + Int64(accepted))
             state.fetched += Int64(accepted)
             let bytes = state.written.byteCount
-            var outcome = AfterWrite(accepted: accepted)
+            var outcome = AfterWrite(accepted: accepted, finished: offset + Int64(accepted) >= end)
             if bytes - state.lastCheckpoint.bytes >= Checkpointer.byteInterval
                 || now - state.lastCheckpoint.instant >= Checkpointer.interval {
                 state.lastCheckpoint = (now, bytes)
