@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A very long list: `haul get -j 4 -i LIST` of N URLs (default 1,000,000), each a distinct name
-# served by one private nginx on 127.0.0.1 (every path answers the same 1 KiB, slowly: nginx
-# limit_rate 2k per connection, so the queue stays long). Reports the time until the first file
+# served by one private nginx on 127.0.0.1 (every path answers the same 1 KiB; nginx's
+# limit_rate 2k lets an answer send a second's allowance at once, so each file comes at once and
+# the downloads complete, a few thousand a second, while the list is queued behind them; the
+# limit only keeps a slow reader from being flooded). Reports the time until the first file
 # is complete, then for SECONDS seconds (default 60) the downloads in the store and haul's RSS,
 # and at the end RSS per queued download. haul is killed (-9) at the end; nothing is verified.
 #
