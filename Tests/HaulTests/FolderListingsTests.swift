@@ -5,11 +5,13 @@ import Testing
 
 /// A folder's listing answers as `lstat` would, however the folder changed since it was read.
 struct FolderListingsTests {
-    @Test func seesNamesMadeAndRemovedAfterTheFolderWasRead() throws {
+    /// Also where every name has the same digest: each one found is then looked up, and a name
+    /// removed leaves the others' digest in place.
+    @Test(arguments: [false, true]) func seesNamesMadeAndRemovedAfterTheFolderWasRead(colliding: Bool) throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
         try Data("a".utf8).write(to: URL(fileURLWithPath: dir.file("a.bin")))
-        let listings = FolderListings()
+        let listings = colliding ? FolderListings(digest: { _ in 7 }) : FolderListings()
 
         #expect(listings.contains("a.bin", or: "a.bin.part", in: dir.path) == true)
         #expect(listings.contains("b.bin", or: "b.bin.part", in: dir.path) == false)
@@ -20,8 +22,24 @@ struct FolderListingsTests {
         #expect(listings.contains("b.bin.part", or: "x", in: dir.path) == false)
         try FileManager.default.removeItem(atPath: dir.file("a.bin"))
         #expect(listings.contains("a.bin", or: "a.bin.part", in: dir.path) == false)
+        #expect(listings.contains("b.bin", or: "x", in: dir.path) == true)
         try FileManager.default.createDirectory(atPath: dir.file("c"), withIntermediateDirectories: false)
         #expect(listings.contains("c", or: "x", in: dir.path) == true)
+    }
+
+    /// Names are the file system's bytes: a name in another Unicode normalisation is another
+    /// name (a Swift string would call the two equal).
+    @Test func namesAreComparedByTheirBytes() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let decomposed = "cafe\u{301}.bin", composed = "caf\u{E9}.bin"
+        let fd = open(dir.file(decomposed), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        try #require(fd >= 0)
+        close(fd)
+        let listings = FolderListings()
+
+        #expect(listings.contains(decomposed, or: "x", in: dir.path) == true)
+        #expect(listings.contains(composed, or: "x", in: dir.path) == false)
     }
 
     /// A folder not there yet is looked at by the caller; once made, it is read.

@@ -11,10 +11,37 @@ import Synchronization
 /// `lstat`'s: the kernel queues a folder's changes as they happen, and every question first
 /// reads what is queued. Where inotify is not available, or more than ``maxFolders`` folders
 /// are asked about, the caller looks itself.
+///
+/// A listing keeps a 64-bit digest of each name's bytes, not the name: 8 bytes a name instead
+/// of a string (which for a name of more than 15 bytes is an allocation of its own). A name
+/// whose digest is missing is not there; one whose digest is present is looked up with
+/// `lstat`, which also settles a collision. That is rare in the case this is for, new names.
 final class FolderListings: Sendable {
+    /// Digests of the names of one folder, counted where two names share one, so that
+    /// removing either leaves the digest in place.
+    struct Digests {
+        private var single = Set<Int>()
+        /// How many names share a digest, for digests of more than one name.
+        private var shared: [Int: Int] = [:]
+
+        func contains(_ digest: Int) -> Bool { single.contains(digest) }
+
+        mutating func insert(_ digest: Int) {
+            if !single.insert(digest).inserted { shared[digest, default: 1] += 1 }
+        }
+
+        mutating func remove(_ digest: Int) {
+            if let names = shared[digest] {
+                shared[digest] = names > 2 ? names - 1 : nil
+            } else {
+                single.remove(digest)
+            }
+        }
+    }
+
     private struct Listing {
         var path: String
-        var names: Set<String>
+        var names: Digests
     }
 
     private struct State {
@@ -33,9 +60,19 @@ final class FolderListings: Sendable {
         | UInt32(IN_ONLYDIR) | UInt32(IN_EXCL_UNLINK)
 
     private let state: Mutex<State>
+    private let digest: @Sendable (UnsafeRawBufferPointer) -> Int
 
-    init() {
+    /// - Parameter digest: the digest of a name's bytes (a test passes one that collides).
+    init(digest: @escaping @Sendable (UnsafeRawBufferPointer) -> Int = FolderListings.standardDigest) {
         state = Mutex(State(descriptor: inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))))
+        self.digest = digest
+    }
+
+    /// The digest of a name's bytes: the standard library's seeded hash, stable for the process.
+    @Sendable static func standardDigest(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        return hasher.finalize()
     }
 
     deinit {
@@ -46,20 +83,30 @@ final class FolderListings: Sendable {
     /// Whether `folder` holds an entry (of any kind, as `lstat` sees it) named `name` or
     /// `other`; nil when the folder is not kept here.
     func contains(_ name: String, or other: String, in folder: String) -> Bool? {
-        state.withLock { state -> Bool? in
+        let (first, second) = (digest(of: name), digest(of: other))
+        let found = state.withLock { state -> (Bool, Bool)? in
             guard state.descriptor >= 0 else { return nil }
-            Self.drain(&state)
-            guard let watch = state.watches[folder] ?? Self.watch(folder, &state),
+            drain(&state)
+            guard let watch = state.watches[folder] ?? watch(folder, &state),
                   let names = state.listings[watch]?.names else { return nil }
-            return names.contains(name) || names.contains(other)
+            return (names.contains(first), names.contains(second))
         }
+        guard let found else { return nil }
+        // A digest that is here is most likely its name: the file system says for sure.
+        return found.0 && DestinationResolver.exists(folder + "/" + name)
+            || found.1 && DestinationResolver.exists(folder + "/" + other)
+    }
+
+    private func digest(of name: String) -> Int {
+        var name = name
+        return name.withUTF8 { digest(UnsafeRawBufferPointer($0)) }
     }
 
     /// Starts watching `folder`, then reads it: a name made in between is both read and
     /// reported, never missed.
-    private static func watch(_ folder: String, _ state: inout State) -> Int32? {
-        guard !state.unwatchable.contains(folder), state.watches.count < maxFolders else { return nil }
-        let watch = inotify_add_watch(state.descriptor, folder, events)
+    private func watch(_ folder: String, _ state: inout State) -> Int32? {
+        guard !state.unwatchable.contains(folder), state.watches.count < Self.maxFolders else { return nil }
+        let watch = inotify_add_watch(state.descriptor, folder, Self.events)
         guard watch >= 0 else {
             // A missing folder is made later by its first download: it may be watched then.
             if errno != ENOENT { state.unwatchable.insert(folder) }
@@ -74,21 +121,21 @@ final class FolderListings: Sendable {
         return watch
     }
 
-    private static func names(in folder: String) -> Set<String>? {
+    private func names(in folder: String) -> Digests? {
         guard let directory = opendir(folder) else { return nil }
         defer { closedir(directory) }
-        var names = Set<String>()
+        var names = Digests()
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                let name = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.endIndex)])
+                if !name.elementsEqual(".".utf8) && !name.elementsEqual("..".utf8) { names.insert(digest(name)) }
             }
-            if name != "." && name != ".." { names.insert(name) }
         }
         return names
     }
 
     /// Applies every change the kernel queued since the last question.
-    private static func drain(_ state: inout State) {
+    private func drain(_ state: inout State) {
         let size = 8 << 10
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
         defer { buffer.deallocate() }
@@ -99,14 +146,15 @@ final class FolderListings: Sendable {
             let header = MemoryLayout<inotify_event>.size
             while offset + header <= count {
                 let event = buffer.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
-                let nameBytes = UnsafeRawBufferPointer(rebasing: buffer[(offset + header)..<(offset + header + Int(event.len))])
+                let field = UnsafeRawBufferPointer(rebasing: buffer[(offset + header)..<(offset + header + Int(event.len))])
                 offset += header + Int(event.len)
-                apply(event, name: String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self), &state)
+                let name = UnsafeRawBufferPointer(rebasing: field[..<(field.firstIndex(of: 0) ?? field.endIndex)])
+                apply(event, name: digest(name), &state)
             }
         }
     }
 
-    private static func apply(_ event: inotify_event, name: String, _ state: inout State) {
+    private func apply(_ event: inotify_event, name: Int, _ state: inout State) {
         let mask = event.mask
         if mask & UInt32(IN_Q_OVERFLOW) != 0 {
             // Changes were lost: read every folder again (the watches still stand).
@@ -130,7 +178,7 @@ final class FolderListings: Sendable {
         }
     }
 
-    private static func forget(_ watch: Int32, _ state: inout State) {
+    private func forget(_ watch: Int32, _ state: inout State) {
         if let listing = state.listings.removeValue(forKey: watch) { state.watches[listing.path] = nil }
         state.watches = state.watches.filter { $0.value != watch }
         inotify_rm_watch(state.descriptor, watch)
