@@ -19,7 +19,7 @@ import Synchronization
 final class FolderListings: Sendable {
     /// Digests of the names of one folder, counted where two names share one, so that
     /// removing either leaves the digest in place.
-    struct Digests {
+    private struct Digests {
         private var single = Set<Int>()
         /// How many names share a digest, for digests of more than one name.
         private var shared: [Int: Int] = [:]
@@ -126,12 +126,17 @@ final class FolderListings: Sendable {
         defer { closedir(directory) }
         var names = Digests()
         while let entry = readdir(directory) {
-            withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                let name = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.endIndex)])
+            withUnsafeBytes(of: entry.pointee.d_name) { field in
+                let name = Self.name(in: field)
                 if !name.elementsEqual(".".utf8) && !name.elementsEqual("..".utf8) { names.insert(digest(name)) }
             }
         }
         return names
+    }
+
+    /// The name in a fixed-size field of `readdir` or inotify: its bytes up to the first NUL.
+    private static func name(in field: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: field[..<(field.firstIndex(of: 0) ?? field.endIndex)])
     }
 
     /// Applies every change the kernel queued since the last question.
@@ -148,8 +153,7 @@ final class FolderListings: Sendable {
                 let event = buffer.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
                 let field = UnsafeRawBufferPointer(rebasing: buffer[(offset + header)..<(offset + header + Int(event.len))])
                 offset += header + Int(event.len)
-                let name = UnsafeRawBufferPointer(rebasing: field[..<(field.firstIndex(of: 0) ?? field.endIndex)])
-                apply(event, name: digest(name), &state)
+                apply(event, name: digest(Self.name(in: field)), &state)
             }
         }
     }
