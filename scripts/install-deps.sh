@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Haul needs (Debian/Ubuntu): SQLite headers for GRDB; with --with-test-servers also
 # what the end-to-end tests talk to: nginx, tinyproxy (an HTTP proxy; the tinyproxy-bin package,
-# which is the binary without a system service on port 8888), microsocks (a SOCKS5 proxy), openssl
+# which is the binary without a system service on port 8888), squid (a company's HTTP proxy, run
+# with Debian's stock rules; its service is not started here), microsocks (a SOCKS5 proxy), openssl
 # (test certificates), curl (the client of the servers' own tests), Chromium (the daemon's web
 # page) and the aria2p client library from PyPI. Does nothing for what is already there.
 set -euo pipefail
@@ -12,6 +13,7 @@ if [[ "${1:-}" == "--with-test-servers" ]]; then
     command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || packages+=(nginx)
     command -v tinyproxy >/dev/null 2>&1 || [[ -x /usr/bin/tinyproxy ]] || packages+=(tinyproxy-bin)
     command -v microsocks >/dev/null 2>&1 || [[ -x /usr/bin/microsocks ]] || packages+=(microsocks)
+    [[ -x /usr/sbin/squid ]] || command -v squid >/dev/null 2>&1 || packages+=(squid)
     command -v openssl >/dev/null 2>&1 || packages+=(openssl)
     command -v curl >/dev/null 2>&1 || packages+=(curl ca-certificates)
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)

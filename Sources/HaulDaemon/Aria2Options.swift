@@ -100,6 +100,8 @@ enum Aria2Options {
         request.headers = defaults.headers
         request.overwrite = defaults.allowOverwrite
         request.network = defaults.network
+        // Checked again when each download starts: a link planted after the add is refused then.
+        if defaults.folders.confined { request.confinement = defaults.folders.root }
         return request
     }
 

@@ -21,7 +21,8 @@ extension DownloadManager.Download {
 
     /// aria2's exit-status code for how it ended: "0" for success, aria2's number for the
     /// closest cause otherwise (3 not found, 24 authorization, 22 other HTTP status, 6 network,
-    /// 2 timeout, 9 disk full, 17 file I/O, 32 checksum, 31 removed, 1 anything else).
+    /// 2 timeout, 19 name resolution, 9 disk full, 17 file I/O, 32 checksum, 31 removed, 1
+    /// anything else), from the error's kind and ``DownloadError/Reason``.
     var aria2ErrorCode: String? {
         switch status {
         case .completed: return "0"
@@ -35,8 +36,13 @@ extension DownloadManager.Download {
                 case 401?, 403?, 407?: return "24"
                 default: return "22"
                 }
-            case .network: return error.message.hasPrefix("stalled") ? "2" : "6"
-            case .io: return error.message.contains("disk space") ? "9" : "17"
+            case .network:
+                switch error.reason {
+                case .stalled?, .connectTimeout?: return "2"
+                case .nameNotResolved?: return "19"
+                default: return "6"
+                }
+            case .io: return error.reason == .diskFull ? "9" : "17"
             case .checksum: return "32"
             case .invalidRequest: return "28"
             default: return "1"

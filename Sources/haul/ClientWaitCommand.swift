@@ -128,7 +128,7 @@ enum WaitOutcome: Hashable {
         case .failed(let code):
             switch code {
             case "3", "22", "24": return 8  // not found, other HTTP status, authorization
-            case "2", "6": return 4  // timeout, network
+            case "2", "6", "19": return 4  // timeout, network, name resolution
             case "32": return 5  // checksum
             case "9", "17": return 3  // disk full, file I/O
             case "28": return ExitStatus.unusable  // the URL or an option is unusable

@@ -217,6 +217,12 @@ struct GetCommand: AsyncParsableCommand {
         } else {
             request.destination = .directory(folder)
         }
+        // A list's files stay inside --dir, whatever links are planted there while it runs.
+        if output == nil {
+            let root = FilePaths.absolute(directory)
+            let path = FilePaths.absolute(request.destination.path)
+            if path == root || path.hasPrefix(root == "/" ? "/" : root + "/") { request.confinement = root }
+        }
         do {
             request.checksum = try entry.checksum.map(Checksum.init(parsing:)) ?? checksum
         } catch {

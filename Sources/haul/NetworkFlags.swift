@@ -24,7 +24,7 @@ struct NetworkFlags: ParsableArguments {
     @Option(name: [.customLong("proxy-user"), .customLong("all-proxy-user")], help: "User name for the proxy, when its URL has none.")
     var proxyUser: String?
 
-    @Option(name: [.customLong("proxy-passwd"), .customLong("all-proxy-passwd")], help: "Password for the proxy.")
+    @Option(name: [.customLong("proxy-passwd"), .customLong("all-proxy-passwd")], help: "Password for the proxy (or $HAUL_PROXY_PASSWD, which stays out of ps).")
     var proxyPassword: String?
 
     @Option(help: ArgumentHelp("Trust the CA certificates in this PEM file too (a company or private CA).", valueName: "file"))
@@ -85,13 +85,13 @@ struct NetworkFlags: ParsableArguments {
         }
         if let noProxy { network.proxy.noProxy = ProxySettings.list(noProxy) }
         network.proxy.user = proxyUser
-        network.proxy.password = proxyPassword
+        network.proxy.password = proxyPasswordGiven(environment)
         network.tls.caCertificate = caCertificate.map(Self.absolute)
         network.tls.verify = !skipsCertificateCheck
         network.tls.certificate = certificate.map(Self.absolute)
         network.tls.privateKey = privateKey.map(Self.absolute)
         network.user = httpUser
-        network.password = httpPasswd ?? (httpUser != nil ? environment["HAUL_HTTP_PASSWD"] : nil)
+        network.password = httpPasswordGiven(environment)
         network.useNetrc = netrc || netrcPath != nil
         network.netrcPath = netrcPath.map(Self.absolute)
         network.cookieFile = loadCookies.map(Self.absolute)
@@ -105,15 +105,26 @@ struct NetworkFlags: ParsableArguments {
         network.http2 = http2
     }
 
+    /// The proxy's password: `--proxy-passwd`, else `$HAUL_PROXY_PASSWD` (an argument is seen by
+    /// every user of the machine in `ps`; the environment is not).
+    func proxyPasswordGiven(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        proxyPassword ?? environment["HAUL_PROXY_PASSWD"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// The Basic password: `--http-passwd`, else `$HAUL_HTTP_PASSWD` when `--http-user` is given.
+    func httpPasswordGiven(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        httpPasswd ?? (httpUser != nil ? environment["HAUL_HTTP_PASSWD"].flatMap { $0.isEmpty ? nil : $0 } : nil)
+    }
+
     /// The same options as aria2 names them, for `haul add`. Files are made absolute: the
     /// daemon runs in another folder.
     var aria2Options: [String: JSONValue] {
         var options: [String: JSONValue] = [:]
         let pairs: [(String, String?)] = [
             ("all-proxy", allProxy), ("http-proxy", httpProxy), ("https-proxy", httpsProxy), ("no-proxy", noProxy),
-            ("all-proxy-user", proxyUser), ("all-proxy-passwd", proxyPassword),
+            ("all-proxy-user", proxyUser), ("all-proxy-passwd", proxyPasswordGiven()),
             ("ca-certificate", caCertificate.map(Self.absolute)), ("certificate", certificate.map(Self.absolute)),
-            ("private-key", privateKey.map(Self.absolute)), ("http-user", httpUser), ("http-passwd", httpPasswd),
+            ("private-key", privateKey.map(Self.absolute)), ("http-user", httpUser), ("http-passwd", httpPasswordGiven()),
             ("netrc-path", netrcPath.map(Self.absolute)), ("load-cookies", loadCookies.map(Self.absolute)),
             ("user-agent", userAgent), ("referer", referer),
             ("connect-timeout", connectTimeout.map { String(Int($0.rounded(.up))) }),

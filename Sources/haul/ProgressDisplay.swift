@@ -23,6 +23,10 @@ final class ProgressDisplay: Sendable {
         var stoppedSeen = 0
         /// How many had failed then.
         var failedSeen = 0
+        /// Failures seen among the stopped downloads that are not (yet) known as this command's:
+        /// an earlier run's in the same folder, or one of this run's that failed before its add
+        /// returned. Looked at again each frame; printed once tracked.
+        var unclaimed: [DownloadManager.Download] = []
     }
     private let state = Mutex(State())
 
@@ -86,7 +90,8 @@ final class ProgressDisplay: Sendable {
             }
             return downloads.compactMap(\.error)
         }
-        // The manager holds only this command's downloads: its lists are this command's.
+        // The manager's lists also hold what earlier runs left in the same folders (it adopts
+        // them to find a file downloaded before): only this command's downloads count.
         var errors: [DownloadError] = []
         var unfinished: [DownloadManager.Download] = []
         for list in [DownloadList.stopped, .waiting] {
@@ -94,7 +99,8 @@ final class ProgressDisplay: Sendable {
             while true {
                 let page = list == .stopped ? await manager.stopped(from: offset, limit: Self.page)
                                             : await manager.waiting(from: offset, limit: Self.page)
-                for download in page where download.status != .completed {
+                let mine = state.withLock { state in page.filter { state.known.contains($0.id) } }
+                for download in mine where download.status != .completed {
                     if let error = download.error { errors.append(error) }
                     if unfinished.count < Self.tableRows { unfinished.append(download) }
                 }
@@ -116,20 +122,28 @@ final class ProgressDisplay: Sendable {
 
     /// Prints the failures among the downloads that stopped since the last look.
     private func reportNewFailures() async {
-        let (seen, failedSeen) = state.withLock { ($0.stoppedSeen, $0.failedSeen) }
+        let (seen, failedSeen, waiting) = state.withLock { ($0.stoppedSeen, $0.failedSeen, !$0.unclaimed.isEmpty) }
         let total = await manager.stoppedCount
-        guard total > seen else { return }
-        // What stopped since is all complete unless the failed count moved: no need to read it.
-        let failed = await manager.totals().failed
-        state.withLock { $0.failedSeen = failed }
-        guard failed != failedSeen else {
-            state.withLock { $0.stoppedSeen = total }
+        var stopped: [DownloadManager.Download] = []
+        if total > seen {
+            // What stopped since is all complete unless the failed count moved: no need to read it.
+            let failed = await manager.totals().failed
+            state.withLock { $0.failedSeen = failed }
+            if failed != failedSeen {
+                // A failing store stops everything with one error, said once at the end.
+                let storeFailure = await manager.failure
+                stopped = await manager.stopped(from: seen, limit: total - seen).filter { $0.status == .failed && $0.error != storeFailure }
+            }
+        } else if !waiting {
             return
         }
-        // A failing store stops everything with one error, said once at the end.
-        let storeFailure = await manager.failure
-        let fresh = await manager.stopped(from: seen, limit: total - seen).filter { $0.status == .failed && $0.error != storeFailure }
-        state.withLock { $0.stoppedSeen = total }
+        // An earlier run's failure in the same folder is not this run's to print.
+        let fresh = state.withLock { state in
+            state.stoppedSeen = max(state.stoppedSeen, total)
+            let failures = state.unclaimed + stopped
+            state.unclaimed = failures.filter { !state.known.contains($0.id) }
+            return failures.filter { state.known.contains($0.id) }
+        }
         guard !fresh.isEmpty else { return }
         Terminal.clearDisplay()
         for download in fresh.prefix(Self.failuresShown) {

@@ -1,3 +1,4 @@
+import NIOPosix
 import Testing
 @testable import Haul
 
@@ -24,5 +25,16 @@ import Testing
         var digest = StreamingDigest(.sha256)
         Array("abc".utf8).withUnsafeBytes { digest.update($0) }
         #expect(digest.finalizeHex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    @Test func aResumedFilesHashIsReadOffTheEventLoops() async throws {
+        // The blocking reads of a whole-file hash run on the blocking-I/O threads.
+        let ranOnLoop = try await DownloadRunner.offTheEventLoops { () throws(DownloadError) in
+            MultiThreadedEventLoopGroup.currentEventLoop != nil
+        }
+        #expect(!ranOnLoop)
+        await #expect(throws: DownloadError.self) {
+            try await DownloadRunner.offTheEventLoops { () throws(DownloadError) -> Int in throw .io("disk") }
+        }
     }
 }

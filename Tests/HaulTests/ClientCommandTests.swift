@@ -201,7 +201,7 @@ import Testing
         ([WaitOutcome.complete, .complete], 0),
         ([.complete, .failed(errorCode: "3")], 8),
         ([.failed(errorCode: "22"), .failed(errorCode: "24")], 8),
-        ([.failed(errorCode: "6"), .failed(errorCode: "2")], 4),
+        ([.failed(errorCode: "6"), .failed(errorCode: "2"), .failed(errorCode: "19")], 4),
         ([.failed(errorCode: "32")], 5),
         ([.failed(errorCode: "9"), .failed(errorCode: "17")], 3),
         ([.failed(errorCode: "28")], 2),

@@ -163,6 +163,36 @@ import Testing
         }
     }
 
+    @Test func aChangedLimitAppliesAtOnceAndOtherChangesRestartWithTheNewRequest() async throws {
+        try await withManager { server, harness, _, manager in
+            var route = Route(content: testBytes(4 << 20, seed: 6))
+            route.bytesPerSecond = 1 << 20
+            server.serve("/big.bin", route)
+            let log = await EventLog.recording(manager)
+            let id = try await manager.add(harness.request(server.url("/big.bin"), file: "big.bin"))
+            #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 100_000 })
+            // The limit alone: set on the running attempt, which goes on (no pause, no restart).
+            try await manager.change(id) { $0.rateLimit = 50 << 10 }
+            #expect(await manager.entries[id]?.live?.limiter?.bytesPerSecond == 50 << 10)
+            #expect(await manager.download(id)?.request.rateLimit == 50 << 10)
+            try await manager.change(id) { $0.rateLimit = 80 << 10 }
+            #expect(await manager.entries[id]?.live?.limiter?.bytesPerSecond == 80 << 10)
+            #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)"])
+            // Anything else restarts it, and the restart runs with the change just made (it ran
+            // with the one before).
+            try await manager.change(id) {
+                $0.rateLimit = nil
+                $0.maxTries = 7
+            }
+            #expect(try await waitUntil { log.lifecycle(of: id).count == 4 })
+            #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)"])
+            #expect(await manager.entries[id]?.live?.limiter?.bytesPerSecond == 0)
+            #expect(await manager.download(id)?.request.maxTries == 7)
+            #expect(try await log.waitFor("completed \(id)", timeout: .seconds(30)))
+            #expect(digest(harness.directory.contents("big.bin")) == digest(route.content))
+        }
+    }
+
     @Test func cancelDeletesThePartialAndRemoveForgetsTheDownload() async throws {
         try await withManager { server, harness, _, manager in
             var route = Route(content: testBytes(2 << 20, seed: 6))

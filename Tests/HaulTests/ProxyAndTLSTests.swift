@@ -68,15 +68,50 @@ struct ProxyAndTLSTests {
         #expect(digest(harness.directory.contents("a.bin")) == digest(Self.content))
         #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
 
-        // AsyncHTTPClient tunnels http:// URLs with CONNECT too (not absolute-form requests):
-        // one tunnel for the whole download, one per segment.
+        // https:// goes through a tunnel (CONNECT), one for the whole download and one per
+        // segment; http:// is asked of the proxy in absolute form, with its credentials.
         let target = "127.0.0.1:\(nginx.port)"
         let tunnels = proxy.requests().filter { $0.method == "CONNECT" && $0.target == target }
-        #expect(tunnels.count >= 5, "\(proxy.requests())")
+        let forwarded = proxy.requests().filter { $0.method == "GET" && $0.target == url }
+        if tls {
+            #expect(tunnels.count >= 5, "\(proxy.requests())")
+        } else {
+            #expect(tunnels.isEmpty, "\(proxy.requests())")
+            #expect(forwarded.count >= 5, "\(proxy.requests())")
+        }
         // The segmented download kept its four connections through the proxy.
         let log = await nginx.accessLog(waitingFor: 5)
         #expect(log.count { !$0.range.isEmpty && $0.status == 206 } >= 4)
         #expect(log.allSatisfy { $0.sslProtocol.isEmpty != tls })
+    }
+
+    @Test func httpURLsGoThroughAStockSquidWhichRefusesTunnelsToOtherPortsThan443() async throws {
+        let certs = try TestCertificates.shared()
+        try await SquidProxy.withProxy { squid in
+            try await withNginx { nginx, harness in
+                let url = nginx.url("/f.bin")
+                _ = try await harness.download(request(harness, url, "a.bin", network(ProxySettings(all: squid.url), ca: nil))).get()
+                _ = try await harness.download(request(harness, url, "b.bin", segmented: true,
+                                                       network(ProxySettings(http: squid.url), ca: nil))).get()
+                #expect(digest(harness.directory.contents("a.bin")) == digest(Self.content))
+                #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
+                // The command line, with the proxy from the environment as curl reads it.
+                let (status, _, stderr) = try await HaulProcess.capture(
+                    ["get", "-q", "-o", "c.bin", "--state-dir", harness.directory.file("state"), url],
+                    in: harness.directory.path, environment: ["http_proxy": squid.url])
+                #expect(status == 0, "\(stderr)")
+                #expect(digest(harness.directory.contents("c.bin")) == digest(Self.content))
+                let requests = squid.requests()
+                #expect(requests.count { $0.method == "GET" && $0.target == url && [200, 206].contains($0.status) } >= 6, "\(requests)")
+                #expect(!requests.contains { $0.method == "CONNECT" }, "\(requests)")
+            }
+            // Debian's rules allow a tunnel only to port 443: an https:// server elsewhere is refused, in one line.
+            try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
+                let refused = try await harness.download(request(harness, nginx.url("/f.bin"), "d.bin",
+                                                                 network(ProxySettings(all: squid.url), ca: certs.ca.certificate))).failure
+                #expect(refused?.message == "the proxy 127.0.0.1:\(squid.port) refused the tunnel to 127.0.0.1:\(nginx.port) (check its rules and credentials)")
+            }
+        }
     }
 
     @Test func throughASOCKS5ProxyWholeAndSegmented() async throws {
@@ -164,6 +199,10 @@ struct ProxyAndTLSTests {
         try await withNginx(.init(tls: .init(certs.expired))) { nginx, harness in
             let expired = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", network(ca: ca))).failure
             #expect(expired?.message.hasPrefix("the TLS certificate of 127.0.0.1 is not trusted: it expired on 20") == true, "\(String(describing: expired))")
+            // Its CA was given already: a CA is not what it needs.
+            #expect(expired?.message.hasSuffix("; the server must renew it, or skip the check with --check-certificate=false") == true,
+                    "\(String(describing: expired))")
+            #expect(expired?.message.contains("--ca-certificate") == false)
         }
         try await withNginx(.init(tls: .init(certs.wrongName))) { nginx, harness in
             let wrongName = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "a.bin", network(ca: ca))).failure
@@ -182,6 +221,12 @@ struct ProxyAndTLSTests {
         withCertificate.tls.privateKey = certs.client.key
         _ = try await harness.download(request(harness, nginx.url("/mtls/f.bin"), "b.bin", withCertificate)).get()
         #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
+        // A certificate and a key that do not belong together are a bad option, in words.
+        var mismatched = withCertificate
+        mismatched.tls.privateKey = certs.server.key
+        let mismatch = try await harness.download(request(harness, nginx.url("/mtls/f.bin"), "d.bin", mismatched)).failure
+        #expect(mismatch?.kind == .invalidRequest)
+        #expect(mismatch?.message == "the client certificate \(certs.client.certificate) and the private key \(certs.server.key) do not belong together; give the key of that certificate")
         let notPEM = harness.directory.file("www/f.bin")
         let unreadable = try await harness.download(request(harness, nginx.url("/f.bin"), "c.bin", network(ca: notPEM))).failure
         #expect(unreadable?.message.hasPrefix("cannot read the CA certificate \(notPEM): ") == true, "\(String(describing: unreadable))")
@@ -265,6 +310,7 @@ struct ProxyAndTLSTests {
     }
 }
 
-/// nginx, tinyproxy, microsocks and openssl (`scripts/install-deps.sh --with-test-servers`).
+/// nginx, tinyproxy, squid, microsocks and openssl (`scripts/install-deps.sh --with-test-servers`).
 let proxyAndTLSServersInstalled = NginxServer.executablePath != nil && ForwardProxy.executablePath != nil
+    && SquidProxy.executablePath != nil
     && SocksProxy.executablePath != nil && TestCertificates.opensslPath != nil

@@ -35,4 +35,26 @@ import Testing
             #expect(files.count < 3000, "it stopped")
         }
     }
+
+    @Test(.enabled("needs root and a mountable tmpfs") { TinyDisk.canMount })
+    func aReadOnlyStateFolderSaysSoAndDoesNotAskForSpace() async throws {
+        try await FaultServer.withServer { server in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            server.serve("/a.bin", Route(content: testBytes(1000, seed: 1)))
+            server.serve("/b.bin", Route(content: testBytes(1000, seed: 2)))
+            let disk = try #require(TinyDisk(at: dir.file("state"), size: "4m"))
+            defer { disk.unmount() }
+            let first = try await HaulProcess.capture(["get", "-q", "-d", "out", "--state-dir", dir.file("state"), server.url("/a.bin")], in: dir.path)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(disk.makeReadOnly())
+            let (status, _, stderr) = try await HaulProcess.capture(
+                ["get", "-q", "-d", "out", "--state-dir", dir.file("state"), server.url("/b.bin")], in: dir.path)
+            #expect(status == 3, "\(stderr)")
+            #expect(stderr.split(separator: "\n").count == 1, "\(stderr)")
+            #expect(stderr.contains("read-only"), "\(stderr)")
+            #expect(!stderr.contains("free some space"), "\(stderr)")
+            #expect(stderr.contains("--state-dir"), "\(stderr)")
+        }
+    }
 }

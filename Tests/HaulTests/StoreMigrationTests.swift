@@ -80,4 +80,29 @@ import Testing
         try await downloader.shutdown()
         try await server.shutdown()
     }
+
+    @Test func aDownloadWhoseOptionsDoNotReadFailsInsteadOfGoingOnWithoutThem() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.file("state"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.fixture, toPath: dir.file("state/state.sqlite"))
+        let queue = try DatabaseQueue(path: dir.file("state/state.sqlite"))
+        try await queue.write { db in
+            // A checksum the old version wrote in a form this one cannot read.
+            try db.execute(sql: "UPDATE job SET options = replace(options, '\"maxTries\"', '\"checksum\":\"sha-256=zz\",\"maxTries\"') WHERE url LIKE '%d.bin'")
+        }
+        try queue.close()
+        let harness = Harness(directory: dir)
+        let downloader = try harness.downloader()
+        let daemon = DownloadManager(downloader: downloader, configuration: .init(queue: "daemon"))
+        try await daemon.restore()
+        let stopped = await daemon.stopped(from: 0, limit: 10)
+        let d = try #require(stopped.first { $0.url.hasSuffix("d.bin") })
+        #expect(d.status == .failed)
+        #expect(d.error?.message == "its options could not be read when the state folder was upgraded; add the download again with them")
+        // The other paused download is untouched.
+        #expect(await daemon.waiting(from: 0, limit: 10).map(\.url).contains { $0.hasSuffix("e.bin") })
+        await daemon.shutdown()
+        try await downloader.shutdown()
+    }
 }

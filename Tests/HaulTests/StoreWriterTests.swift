@@ -82,9 +82,9 @@ extension StoreWriterTests {
         #expect(patch[.finishOrder] == 7.databaseValue)
         #expect(patch[.ranges] == ByteRanges([0..<10]).databaseValue)
         #expect(patch[.path] == nil)
-        #expect(patch.updateSQL == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
+        #expect(patch.updateSQL == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, errorReason = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
         #expect(patch.changedValues == [
-            DownloadStatus.completed.storedValue.databaseValue, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
+            DownloadStatus.completed.storedValue.databaseValue, .null, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
         ])
         #expect(RowPatch().isEmpty)
     }
@@ -110,6 +110,23 @@ extension StoreWriterTests {
         #expect(read.fileModified == 1_700_000_000.25)
         #expect(read.totalLength == 1 << 40)
         #expect(read.validators.etag == nil)
+    }
+
+    @Test func anErrorsReasonIsKeptInTheStore() async throws {
+        let store = try Store(inMemory: ())
+        let inserted = row(1)
+        store.writer.insert(inserted)
+        store.writer.update(inserted.id, .status(.failed, error: .stalled(after: .seconds(30))))
+        try await store.writer.flush()
+        let stalled = try #require(try await store.row(inserted.id)?.error)
+        #expect(stalled.reason == .stalled && stalled.kind == .network)
+        store.writer.update(inserted.id, .status(.failed, error: .io("write to", path: "/w/f", errno: ENOSPC)))
+        try await store.writer.flush()
+        #expect(try await store.row(inserted.id)?.error?.reason == .diskFull)
+        // A message alone says nothing to the mapping: "disk space" in a 404's text is no full disk.
+        store.writer.update(inserted.id, .status(.failed, error: .io("no disk space words here, but EIO")))
+        try await store.writer.flush()
+        #expect(try await store.row(inserted.id)?.error?.reason == nil)
     }
 
     /// Every column a patch can change is a column of the table.

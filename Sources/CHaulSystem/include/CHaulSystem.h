@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <linux/falloc.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #else
 #include <errno.h>
 #include <unistd.h>
@@ -32,42 +34,44 @@ static inline int haul_fallocate_keep_size(int fd, long long offset, long long l
 /// Renames `from` to `to` unless something is at `to` already (then fails with EEXIST): the
 /// check and the rename in one step, so no file that appears meanwhile is replaced. Where the
 /// kernel or filesystem cannot (EINVAL, ENOSYS), -1 with that errno: the caller checks and renames.
-static inline int haul_rename_noreplace(const char *from, const char *to) {
+/// Both names are taken relative to the folder `dir` (AT_FDCWD: the current folder).
+static inline int haul_rename_noreplace(int dir, const char *from, const char *to) {
 #if defined(__linux__) && defined(RENAME_NOREPLACE)
-    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+    return renameat2(dir, from, dir, to, RENAME_NOREPLACE);
 #else
-    (void)from; (void)to;
+    (void)dir; (void)from; (void)to;
     errno = ENOSYS;
     return -1;
 #endif
 }
 
-/// Opens a new regular file without a name in the folder `folder` (Linux's O_TMPFILE), for
-/// reading and writing. Returns the descriptor, or -1 with errno set where the kernel or the
-/// filesystem cannot (EOPNOTSUPP, EISDIR, EINVAL; ENOSYS elsewhere).
-static inline int haul_open_unnamed(const char *folder) {
+/// Opens a new regular file without a name in the folder `folder`, taken relative to `dir`
+/// (Linux's O_TMPFILE), for reading and writing. Returns the descriptor, or -1 with errno set
+/// where the kernel or the filesystem cannot (EOPNOTSUPP, EISDIR, EINVAL; ENOSYS elsewhere).
+static inline int haul_open_unnamed(int dir, const char *folder) {
 #if defined(__linux__) && defined(O_TMPFILE)
-    return open(folder, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    return openat(dir, folder, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
 #else
-    (void)folder;
+    (void)dir; (void)folder;
     errno = ENOSYS;
     return -1;
 #endif
 }
 
-/// Gives the file open at `fd` the name `to`, failing with EEXIST when something is there: the
-/// check and the naming in one step. Works for a file opened with haul_open_unnamed.
+/// Gives the file open at `fd` the name `to` (relative to the folder `dir`), failing with EEXIST
+/// when something is there: the check and the naming in one step. Works for a file opened with
+/// haul_open_unnamed.
 ///
 /// The descriptor is linked directly (AT_EMPTY_PATH), which Linux allows since 6.10 to the
 /// process that opened the file and before that only with a privilege; where it is refused,
 /// through /proc/self/fd from then on.
-static inline int haul_link_descriptor(int fd, const char *to) {
+static inline int haul_link_descriptor(int fd, int dir, const char *to) {
 #if defined(__linux__)
 #if defined(AT_EMPTY_PATH)
     static _Atomic int direct_refused = 0;
     int tried_direct = !direct_refused;
     if (tried_direct) {
-        if (linkat(fd, "", AT_FDCWD, to, AT_EMPTY_PATH) == 0) return 0;
+        if (linkat(fd, "", dir, to, AT_EMPTY_PATH) == 0) return 0;
         // A refusal is ENOENT (or EPERM); ENOENT may also mean a missing folder, so only a
         // link that then works the other way proves it.
         if (errno != EPERM && errno != ENOENT && errno != EINVAL) return -1;
@@ -75,13 +79,31 @@ static inline int haul_link_descriptor(int fd, const char *to) {
 #endif
     char path[40];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int result = linkat(AT_FDCWD, path, AT_FDCWD, to, AT_SYMLINK_FOLLOW);
+    int result = linkat(AT_FDCWD, path, dir, to, AT_SYMLINK_FOLLOW);
 #if defined(AT_EMPTY_PATH)
     if (result == 0 && tried_direct) direct_refused = 1;
 #endif
     return result;
 #else
-    (void)fd; (void)to;
+    (void)fd; (void)dir; (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/// Opens the folder `path` (relative, several components) beneath the folder `root`, for use
+/// as the `dir` of the calls above: no component may lead outside `root`, by `..` or by a
+/// symbolic link (Linux's openat2 with RESOLVE_BENEATH; EXDEV when one would). Where openat2
+/// is missing, -1 with ENOSYS (before Linux 5.6): the caller then opens each component without
+/// following links. Returns the descriptor, or -1 with errno set.
+static inline int haul_open_folder_beneath(int root, const char *path) {
+#if defined(__linux__) && defined(SYS_openat2)
+    struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .mode = 0,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+    long fd = syscall(SYS_openat2, root, path, &how, sizeof how);
+    return (int)fd;
+#else
+    (void)root; (void)path;
     errno = ENOSYS;
     return -1;
 #endif

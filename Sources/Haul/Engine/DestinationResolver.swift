@@ -12,8 +12,6 @@ struct DestinationResolver: Sendable {
     }
 
     var overwrite: Bool
-    /// How far `name.N.ext` may count before giving up.
-    static let maxSuffix = 999
 
     /// The absolute path for `destination`, given what the probe learned.
     ///
@@ -22,10 +20,10 @@ struct DestinationResolver: Sendable {
               urlName: String?? = nil) throws(DownloadError) -> String {
         switch destination {
         case .file(let path):
-            return Self.absolute(path)
+            return FilePaths.absolute(path)
         case .directory(let directory):
             let name = suggestedName.flatMap(FileNameSanitizer.sanitize) ?? (urlName ?? Self.name(of: url)) ?? "index.html"
-            let folder = Self.absolute(directory)
+            let folder = FilePaths.absolute(directory)
             return folder == "/" ? "/" + name : folder + "/" + name
         }
     }
@@ -50,48 +48,39 @@ struct DestinationResolver: Sendable {
 
     /// Applies rule 4 to `path`: an existing complete file is reported or stepped around.
     ///
-    /// - Parameter seenFree: the caller found nothing at `path` a moment ago; it is not looked at
-    ///   again (a file that appears from now on is met when the download is put in place).
-    func resolve(_ path: String, remoteLength: Int64?, seenFree: Bool = false) throws(DownloadError) -> Outcome {
-        try Self.ensureFolder(of: path)
+    /// A name whose part file is something Haul must not write through (a symbolic link, a
+    /// folder: ``PartFile/isForeign(_:)``) is stepped around like a different file at the name.
+    ///
+    /// - Parameters:
+    ///   - seenFree: the caller found nothing at `path` a moment ago; it is not looked at
+    ///     again (a file that appears from now on is met when the download is put in place).
+    ///   - folderReady: the caller made and opened the folder itself (a confined download).
+    func resolve(_ path: String, remoteLength: Int64?, seenFree: Bool = false, folderReady: Bool = false) throws(DownloadError) -> Outcome {
+        if !folderReady { try Self.ensureFolder(of: path) }
         if seenFree { return .download(path) }
         var info = stat()
-        guard stat(path, &info) == 0 else { return .download(path) }
+        guard stat(path, &info) == 0 else {
+            return PartFile.isForeign(path + ".part") ? try stepAround(path, remoteLength: remoteLength) : .download(path)
+        }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw .io("cannot write to \(path): it exists and is not a regular file")
         }
         let size = Int64(info.st_size)
         if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
-        if overwrite { return .download(path) }
-        // Never modify a file Haul did not write: step aside to name.1.ext, name.2.ext, …
-        for candidate in Self.candidates(beside: path) {
-            guard let existing = Self.regularFileSize(candidate) else { return .download(candidate) }
+        if overwrite, !PartFile.isForeign(path + ".part") { return .download(path) }
+        return try stepAround(path, remoteLength: remoteLength)
+    }
+
+    /// Never modify a file Haul did not write: step aside to name.1.ext, name.2.ext, …
+    private func stepAround(_ path: String, remoteLength: Int64?) throws(DownloadError) -> Outcome {
+        for candidate in FilePaths.candidates(beside: path) {
+            guard let existing = Self.regularFileSize(candidate) else {
+                if PartFile.isForeign(candidate + ".part") || Self.exists(candidate) { continue }
+                return .download(candidate)
+            }
             if let remoteLength, existing == remoteLength { return .alreadyComplete(candidate, bytes: existing) }
         }
-        throw .io("cannot find a free name next to \(path): \(Self.maxSuffix) copies exist")
-    }
-
-    /// The names beside `path` for a download that steps around a file, in order:
-    /// `a/f.1.tar.gz`, `a/f.2.tar.gz`, … up to ``maxSuffix`` (the extension split once).
-    static func candidates(beside path: String) -> some Sequence<String> {
-        let (stem, ext) = splitExtension(path)
-        return (1...maxSuffix).lazy.map { n in ext.isEmpty ? "\(stem).\(n)" : "\(stem).\(n).\(ext)" }
-    }
-
-    /// `a/f.tar.gz` → (`a/f`, `tar.gz`): compressed tarballs keep their double extension.
-    static func splitExtension(_ path: String) -> (stem: String, ext: String) {
-        let url = URL(fileURLWithPath: path)
-        var ext = url.pathExtension
-        var stem = url.deletingPathExtension()
-        if !ext.isEmpty, stem.pathExtension == "tar" {
-            ext = "tar." + ext
-            stem = stem.deletingPathExtension()
-        }
-        return (stem.path, ext)
-    }
-
-    static func absolute(_ path: String) -> String {
-        FilePaths.absolute(path)
+        throw .io("cannot find a free name next to \(path): \(FilePaths.maxSuffix) copies exist")
     }
 
     static func regularFileSize(_ path: String) -> Int64? {

@@ -44,11 +44,11 @@ extension DownloadRunner {
     func nothingOnDisk(urlName: String?) -> Bool {
         switch request.destination {
         case .file(let path):
-            return !Self.fileOrPartExists(DestinationResolver.absolute(path))
+            return !Self.fileOrPartExists(FilePaths.absolute(path))
         case .directory(let directory):
             // A list into one folder asks this for every file: the folder's listing answers.
             guard let urlName else { return false }
-            let folder = DestinationResolver.absolute(directory)
+            let folder = FilePaths.absolute(directory)
             if let taken = folders.contains(urlName, or: urlName + ".part", in: folder) { return !taken }
             return !Self.fileOrPartExists(folder + "/" + urlName)
         }
@@ -119,7 +119,7 @@ extension DownloadRunner {
         // A server that ignores conditions but sends the same validators sent the same file.
         if probe.totalLength == bytes, !probe.validators.isEmpty, probe.validators == known { return unchanged }
         logger.debug("changed on the server", metadata: ["path": "\(path)"])
-        guard let part = try lockNow(partOf: path) else { return nil }
+        guard let part = try lockNow(partOf: path, in: openFolder(of: path)) else { return nil }
         events.resolved(path)
         return try await transfer(to: path, part: part, probe: probe, first: answer, replacing: true, retry: &retry)
     }

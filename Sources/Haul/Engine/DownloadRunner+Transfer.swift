@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOPosix
 
 /// What the engine knows about one file on the server and on disk, as its row keeps it.
 struct EngineState: Sendable, Hashable {
@@ -257,9 +258,17 @@ extension DownloadRunner {
             throw .sizeMismatch(expected: total, actual: min(size, transfer.machine.offset))
         }
         if let checksum = request.checksum {
-            var digest = transfer.digest
-            if digest == nil { digest = try Self.digest(of: transfer.part, upTo: total, algorithm: checksum.algorithm) }
-            let actual = digest?.finalizeHex() ?? ""
+            let actual: String
+            if let digest = transfer.digest {
+                actual = digest.finalizeHex()
+            } else {
+                // Seconds of reading for a big resumed file: never on an event loop, whose
+                // connections (every download's on that loop) would stall meanwhile.
+                let part = transfer.part
+                actual = try await Self.offTheEventLoops { () throws(DownloadError) in
+                    try Self.digest(of: part, upTo: total, algorithm: checksum.algorithm).finalizeHex()
+                }
+            }
             guard actual == checksum.hex else {
                 // The bytes are wrong, so keeping them would only make the next run fail the same way.
                 transfer.part.remove()
@@ -286,6 +295,21 @@ extension DownloadRunner {
             // manager's failure handler); the bytes stay in the part file.
             logger.debug("cannot record progress: \(error)")
         }
+    }
+
+    /// Runs blocking file work on NIO's pool of threads for blocking I/O. Swift's tasks here run
+    /// on the event loops (Haul makes them the global executor), where a long read would hold up
+    /// every connection of the loop.
+    static func offTheEventLoops<T: Sendable>(_ work: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError) -> T {
+        let result: Result<T, DownloadError>
+        do {
+            result = try await NIOThreadPool.singleton.runIfActive { () -> Result<T, DownloadError> in
+                do throws(DownloadError) { return .success(try work()) } catch { return .failure(error) }
+            }
+        } catch {
+            throw .io("cannot run file work off the event loops: \(error)")
+        }
+        return try result.get()
     }
 
     /// Hashes the first `length` bytes of the part file (a run that resumes has no digest state).

@@ -57,7 +57,8 @@ struct DownloadRunner: Sendable {
             // A streaming answer means the first contact found nothing where the URL's name
             // leads (a server-given name may lead elsewhere).
             let lookedAt = first.answer != nil && wanted == wantedFromURL(urlName)
-            switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength, seenFree: lookedAt) {
+            let folder = try openFolder(of: wanted)
+            switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength, seenFree: lookedAt, folderReady: folder != nil) {
             case .alreadyComplete(let path, let bytes):
                 logger.debug("already complete", metadata: ["path": "\(path)"])
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
@@ -65,14 +66,14 @@ struct DownloadRunner: Sendable {
                 if let answer = first.answer {
                     // The answer is already streaming: go on only if nothing is in the way.
                     guard lookedAt || !DestinationResolver.exists(path + ".part"),
-                          let part = try partNow(of: path, length: first.probe.totalLength) else {
+                          let part = try partNow(of: path, in: folder, length: first.probe.totalLength) else {
                         streamFirst = false
                         continue
                     }
                     events.resolved(path)
                     return try await transfer(to: path, part: part, probe: first.probe, first: answer, replacing: false, retry: &retry)
                 }
-                guard let part = try await lock(partOf: path) else { continue }
+                guard let part = try await lock(partOf: path, in: folder) else { continue }
                 // From here on the part file exists: a cancel must know where to delete it.
                 events.resolved(path)
                 return try await transfer(to: path, part: part, probe: first.probe, first: nil, replacing: false, retry: &retry)
@@ -84,15 +85,25 @@ struct DownloadRunner: Sendable {
     /// Where the download goes by the URL alone (what ``nothingOnDisk(urlName:)`` looked at).
     func wantedFromURL(_ urlName: String?) -> String? {
         switch request.destination {
-        case .file(let path): DestinationResolver.absolute(path)
-        case .directory(let directory): urlName.map { DestinationResolver.absolute(directory) + "/" + $0 }
+        case .file(let path): FilePaths.absolute(path)
+        case .directory(let directory): urlName.map { FilePaths.absolute(directory) + "/" + $0 }
         }
+    }
+
+    /// The folder of `path` held open beneath the request's confinement, made if missing; nil
+    /// for a download that is not confined.
+    ///
+    /// - Throws: ``DownloadError`` when the folder leads outside the confinement (a link
+    ///   planted since the download was added) or cannot be made.
+    func openFolder(of path: String) throws(DownloadError) -> DownloadFolder? {
+        guard let root = request.confinement else { return nil }
+        return try DownloadFolder(FilePaths.folder(of: path), beneath: root)
     }
 
     /// Opens and locks `path.part`, waiting while another process holds it. Returns nil
     /// when the file it waited for was renamed away (that process finished).
-    func lock(partOf path: String) async throws(DownloadError) -> PartFile? {
-        let part = try PartFile(path: path + ".part")
+    func lock(partOf path: String, in folder: DownloadFolder?) async throws(DownloadError) -> PartFile? {
+        let part = try PartFile(path: path + ".part", in: folder)
         var waited = false
         while let holder = try part.tryLock() {
             if !waited {
@@ -113,14 +124,14 @@ struct DownloadRunner: Sendable {
     /// The part file for a body of `length` bytes that is already arriving: without a name if
     /// the body is small and the system can make one, else `path.part` locked if nobody holds
     /// it; nil when somebody does.
-    func partNow(of path: String, length: Int64?) throws(DownloadError) -> PartFile? {
-        if let length, length < Self.unnamedPartLimit, let part = PartFile.unnamed(path: path + ".part") { return part }
-        return try lockNow(partOf: path)
+    func partNow(of path: String, in folder: DownloadFolder?, length: Int64?) throws(DownloadError) -> PartFile? {
+        if let length, length < Self.unnamedPartLimit, let part = PartFile.unnamed(path: path + ".part", in: folder) { return part }
+        return try lockNow(partOf: path, in: folder)
     }
 
     /// Opens and locks `path.part` if nobody holds it; nil otherwise.
-    func lockNow(partOf path: String) throws(DownloadError) -> PartFile? {
-        let part = try PartFile(path: path + ".part")
+    func lockNow(partOf path: String, in folder: DownloadFolder?) throws(DownloadError) -> PartFile? {
+        let part = try PartFile(path: path + ".part", in: folder)
         return try part.tryLock() == nil ? part : nil
     }
 

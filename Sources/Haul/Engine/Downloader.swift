@@ -45,7 +45,7 @@ public final class Downloader: Sendable {
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") {
             return (xdg as NSString).appendingPathComponent("haul")
         }
-        return (NSHomeDirectory() as NSString).appendingPathComponent(".local/state/haul")
+        return FilePaths.home + "/.local/state/haul"
     }
 
     let configuration: Configuration
@@ -154,6 +154,11 @@ public final class Downloader: Sendable {
     }
 
     /// The network side of one download: its proxy, TLS, credentials and the shared cookies.
+    /// A rate limiter of `bytesPerSecond` (0: none) on the downloader's clock.
+    func limiter(_ bytesPerSecond: Int64?) -> RateLimiter {
+        RateLimiter(bytesPerSecond: bytesPerSecond ?? 0, clock: configuration.clock)
+    }
+
     func transport(for request: DownloadRequest) -> HTTPTransport {
         HTTPTransport(clients: clients, cookies: cookies, credentials: credentials, network: request.network, origin: request.url,
                       separateConnections: request.connections > 1)
@@ -165,12 +170,14 @@ public final class Downloader: Sendable {
     ///   - revalidate: it completed before: ask the server whether it changed.
     ///   - lease: the host's connection slots (a manager's per-host limit).
     ///   - validated: the request was checked already (a manager checks it when it is added).
+    ///   - limiter: the download's own rate limit, for a caller that changes it while the
+    ///     attempt runs; by default one made from the request's ``DownloadRequest/rateLimit``.
     func runner(_ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
-                validated: Bool = false, events: DownloadRunner.RunEvents) -> DownloadRunner {
+                validated: Bool = false, limiter: RateLimiter? = nil, events: DownloadRunner.RunEvents) -> DownloadRunner {
         var logger = configuration.logger
         // Only where something is logged: setting metadata copies the logger's dictionary.
         if logger.logLevel <= .debug { logger[metadataKey: "download"] = .stringConvertible(id) }
-        let limiters = [globalLimiter, request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
+        let limiters = [globalLimiter, limiter ?? request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
         var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders,
                                     transport: transport(for: request), stallTimeout: configuration.stallTimeout,
                                     clock: configuration.clock, random: configuration.random,

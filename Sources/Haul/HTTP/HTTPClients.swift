@@ -80,6 +80,13 @@ final class HTTPClients: Sendable {
             } catch {
                 throw .invalidRequest("cannot read the private key \(key): \(Self.reason(error)); it must be an unencrypted PEM file")
             }
+            // Both read, but they may not belong together: only a context made of them tells
+            // (once per set of options), and then it is the options that are wrong, not the network.
+            do {
+                _ = try NIOSSLContext(configuration: configuration)
+            } catch {
+                throw .invalidRequest("the client certificate \(certificate) and the private key \(key) do not belong together; give the key of that certificate")
+            }
         }
         let built = configuration
         tlsConfigurations.withLock { $0[options] = built }

@@ -155,6 +155,21 @@ struct HTTPTransport: Sendable {
         let proxy = try network.proxy.server(scheme: scheme, host: url.host)
         if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
         do {
+            if scheme == "http", let proxy, proxy.kind == .http {
+                // RFC 9112 §3.2.2: a request for an http:// URL goes to the proxy whole, in
+                // absolute form, as curl, wget and aria2 send it. A tunnel (CONNECT) is for
+                // https:// only: stock proxies refuse CONNECT to any port but 443 (squid's
+                // `deny CONNECT !SSL_ports`).
+                var headers = request.headers
+                let host = PlainHTTPClient.hostHeader(host: url.bareHost, port: url.effectivePort)
+                headers.replaceOrAdd(name: "Host", value: host)
+                if let user = proxy.user {
+                    headers.replaceOrAdd(name: "Proxy-Authorization", value: CredentialSource.basic(user, proxy.password ?? ""))
+                }
+                return try await clients.plain.execute(
+                    request.method, host: proxy.host, port: proxy.port,
+                    target: "http://" + host + url.target, headers: headers, connectTimeout: network.connectTimeout)
+            }
             if scheme == "http", proxy == nil {
                 return try await clients.plain.execute(
                     request.method, host: url.bareHost, port: url.effectivePort,
@@ -167,7 +182,7 @@ struct HTTPTransport: Sendable {
             if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil {
                 // Say why, when the server can be asked again directly.
                 failure.reason = .untrusted(detail: await TLSFailure.diagnose(host: url.host, port: url.effectivePort))
-                throw failure.error(host: url.host)
+                throw failure.error(host: url.host, ca: network.tls.caCertificate)
             }
             throw Self.map(error, stallTimeout: stallTimeout, host: url.host, port: url.effectivePort, proxy: proxy, network: network)
         }
@@ -199,12 +214,13 @@ struct HTTPTransport: Sendable {
         if let error = error as? DownloadError { return error }
         if error is CancellationError { return .cancelled }
         let through = proxy.map { " through the proxy \($0.host):\($0.port)" } ?? ""
-        if let tls = TLSFailure(error) { return tls.error(host: host) }
+        if let tls = TLSFailure(error) { return tls.error(host: host, ca: network.tls.caCertificate) }
         if let error = error as? HTTPClientError {
             switch error {
             case .readTimeout: return .stalled(after: stallTimeout)
             case .connectTimeout:
-                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)")
+                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)",
+                                reason: .connectTimeout)
             case .invalidURL, .emptyHost, .emptyScheme:
                 return .invalidRequest("unsupported or malformed URL")
             case .remoteConnectionClosed: return .network("the server closed the connection")
@@ -226,7 +242,8 @@ struct HTTPTransport: Sendable {
         if let error = error as? ChannelError {
             switch error {
             case .connectTimeout:
-                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)")
+                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)",
+                                reason: .connectTimeout)
             case .eof, .ioOnClosedChannel, .alreadyClosed, .outputClosed:
                 return .network("the server closed the connection")
             default:
@@ -234,7 +251,12 @@ struct HTTPTransport: Sendable {
             }
         }
         if error is ServerClosedConnection { return .network("the server closed the connection") }
-        if error is HTTPParserError { return .network("the server's answer is not valid HTTP/1.1") }
+        if let error = error as? HTTPParserError {
+            // The parser's word for a connection that ended inside a body (shorter than its
+            // Content-Length): not a malformed answer, a cut one, worth another try.
+            if error == .invalidEOFState { return .network("the server closed the connection before the whole body arrived") }
+            return .network("the server's answer is not valid HTTP/1.1")
+        }
         if let error = error as? IOError {
             return .network("cannot connect to \(host)\(through): \(String(cString: strerror(error.errnoCode)))")
         }
@@ -244,14 +266,14 @@ struct HTTPTransport: Sendable {
                 return .network("cannot connect to \(target): \(String(cString: strerror(first.errnoCode)))")
             }
             if error.dnsAAAAError != nil || error.dnsAError != nil {
-                return .network("cannot resolve the name \(error.host)")
+                return .network("cannot resolve the name \(error.host)", reason: .nameNotResolved)
             }
             return .network("cannot connect to \(error.host):\(error.port)")
         }
         if let error = error as? SocketAddressError {
             switch error {
-            case .unknown(let name, _): return .network("cannot resolve the name \(name)")
-            default: return .network("cannot resolve \(host)")
+            case .unknown(let name, _): return .network("cannot resolve the name \(name)", reason: .nameNotResolved)
+            default: return .network("cannot resolve \(host)", reason: .nameNotResolved)
             }
         }
         return .network(Self.words(error))

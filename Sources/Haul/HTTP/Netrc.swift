@@ -8,8 +8,8 @@ struct Netrc: Sendable {
     private var machines: [String: (login: String, password: String)] = [:]
     private var fallback: (login: String, password: String)?
 
-    /// `~/.netrc`.
-    static var defaultPath: String { (NSHomeDirectory() as NSString).appendingPathComponent(".netrc") }
+    /// `$HOME/.netrc` (see ``FilePaths/home``).
+    static var defaultPath: String { FilePaths.home + "/.netrc" }
 
     /// Reads `path`; nil when there is no such file (a missing `.netrc` is not an error).
     ///

@@ -4,15 +4,16 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 
-/// Requests without a body over plain HTTP/1.1 on direct connections, on NIO channels with a
-/// keep-alive pool of its own: the path of every request of a list of small files.
+/// Requests without a body over plain HTTP/1.1, straight to the server or to an HTTP proxy (in
+/// absolute form), on NIO channels with a keep-alive pool of its own: the path of every request
+/// of a list of small files.
 ///
 /// AsyncHTTPClient spends more per request than a small file costs to move: a transaction
 /// with its state machines, a task to register its cancellation, a deadline timer, a read
 /// timer armed and cancelled for every read, and an async producer for the body. Here a
 /// request is one exchange object and a write; the body parts of a small answer are read
 /// without a continuation; and stalls and idle connections are watched by one timer per
-/// connection. TLS, proxies and HTTP/2 stay with AsyncHTTPClient.
+/// connection. TLS, SOCKS proxies and HTTP/2 stay with AsyncHTTPClient.
 final class PlainHTTPClient: Sendable {
     struct Key: Hashable, Sendable {
         var host: String
@@ -50,10 +51,7 @@ final class PlainHTTPClient: Sendable {
                  connectTimeout: Duration) async throws -> HTTPClientResponse {
         let key = Key(host: host, port: port)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
-        if !head.headers.contains(name: "Host") {
-            let name = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-            head.headers.add(name: "Host", value: port == 80 ? name : "\(name):\(port)")
-        }
+        if !head.headers.contains(name: "Host") { head.headers.add(name: "Host", value: Self.hostHeader(host: host, port: port)) }
         while true {
             let pooled = lease(key)
             let connection: PlainHTTPConnection
@@ -74,6 +72,12 @@ final class PlainHTTPClient: Sendable {
                 connection.close()
             }
         }
+    }
+
+    /// The `Host` header for `host` (an IPv6 address in brackets) and `port` (left out when 80).
+    static func hostHeader(host: String, port: Int) -> String {
+        let name = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+        return port == 80 ? name : "\(name):\(port)"
     }
 
     /// Closes every connection.

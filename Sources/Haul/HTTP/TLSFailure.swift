@@ -51,12 +51,21 @@ struct TLSFailure: Sendable {
     }
 
     /// The one line a person reads.
-    func error(host: String) -> DownloadError {
+    ///
+    /// - Parameter ca: the CA file the download trusts (`--ca-certificate`), if any: a CA is
+    ///   suggested only where one would help and none was given.
+    func error(host: String, ca: String? = nil) -> DownloadError {
         let message: String
         switch reason {
+        case .untrusted(let detail?) where detail.hasPrefix("it expired") || detail.hasPrefix("it is not valid before"):
+            // No CA makes a certificate valid again.
+            message = "the TLS certificate of \(host) is not trusted: \(detail); the server must renew it, "
+                + "or skip the check with --check-certificate=false"
         case .untrusted(let detail):
+            let advice = ca.map { "its CA is not the one in \($0): give the CA that issued it with --ca-certificate FILE" }
+                ?? "trust its CA with --ca-certificate FILE"
             message = "the TLS certificate of \(host) is not trusted\(detail.map { ": \($0)" } ?? " (expired, or from an unknown issuer)"); "
-                + "trust its CA with --ca-certificate FILE, or skip the check with --check-certificate=false"
+                + advice + ", or skip the check with --check-certificate=false"
         case .wrongName:
             message = "the TLS certificate of \(host) is for another name; use the name the certificate is for, "
                 + "or skip the check with --check-certificate=false"

@@ -18,9 +18,11 @@ extension DownloadManager {
 
     /// Changes a download's URL or options (headers, checksum, connections, rate limit, …).
     ///
-    /// A running download stops and starts again with the new request, continuing from what it
-    /// has on disk (a ``paused(_:)`` and a ``started(_:)`` event). The destination can change
-    /// only while the download has written nothing; a finished one changes for its next attempt.
+    /// A change of the rate limit alone applies at once to a running download, which goes on as
+    /// it is. Any other change stops a running download and starts it again with the new
+    /// request, continuing from what it has on disk (a ``paused(_:)`` and a ``started(_:)``
+    /// event). The destination can change only while the download has written nothing; a
+    /// finished one changes for its next attempt.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` for an unknown
     ///   id, an invalid request or a destination that can no longer change.
@@ -33,9 +35,19 @@ extension DownloadManager {
         if request.destination != entry.request.destination, let path = entry.path ?? board.progress(of: id)?.destination {
             throw .invalidRequest("download \(id) has started writing \(path); its destination cannot change")
         }
-        transition(id) { $0.restart() }
-        await stopped(id)
-        guard var changed = entries[id] else { throw .invalidRequest("download \(id) was removed meanwhile") }
+        var limitOnly = entry.request
+        limitOnly.rateLimit = request.rateLimit
+        if limitOnly == request, let limiter = entry.live?.limiter, entry.live?.task != nil {
+            limiter.setRate(request.rateLimit)
+            entries[id]?.request = request
+            do { store.writer.update(id, try .request(request)) } catch {
+                throw .invalidRequest("cannot store the request of download \(id): \(error)")
+            }
+            return
+        }
+        // The new request is in place before the stop: the restart that the end of the attempt
+        // brings runs with it (set after the stop, the change took effect one change late).
+        var changed = entry
         unindexState(changed, key: changed.key)
         byRequest.remove(RequestIndex.Key(changed.request), id)
         if case .file(let path) = changed.request.destination, byFile[path] == id { byFile[path] = nil }
@@ -48,6 +60,8 @@ extension DownloadManager {
         do { store.writer.update(id, try .request(request)) } catch {
             throw .invalidRequest("cannot store the request of download \(id): \(error)")
         }
+        transition(id) { $0.restart() }
+        await stopped(id)
         schedule()
     }
 }

@@ -131,7 +131,7 @@ extension DownloadManager {
             case .stopTransfer:
                 entries[id]?.live?.task?.cancel()
             case .releaseHostSlot:
-                guard let host = entries[id]?.host ?? entry?.host else { return }
+                guard let host = entries[id]?.live?.host ?? entries[id]?.host ?? entry?.live?.host ?? entry?.host else { return }
                 hosts.release(1, host: host)
                 transferring -= 1
             case .persist(let status):
@@ -236,8 +236,9 @@ extension DownloadManager {
         runEvents.transferred = { [weak self] in
             await self?.transferred(id, attempt: attempt)
         }
-        let runner = downloader.runner(request, id: id, revalidate: revalidate,
-                                       lease: HostLease(connections: hosts, host: entry.host), validated: true, events: runEvents)
+        let limiter = downloader.limiter(request.rateLimit)
+        let runner = downloader.runner(request, id: id, revalidate: revalidate, lease: HostLease(connections: hosts, host: entry.host),
+                                       validated: true, limiter: limiter, events: runEvents)
         let standIn = attemptRunner
         let (events, asked) = (runEvents, request)
         let task = AttemptHandle.start { [weak self] _ in
@@ -249,7 +250,7 @@ extension DownloadManager {
             }
             await self?.attemptEnded(id, attempt: attempt, outcome)
         }
-        entries[id]?.live = Live(task: task, startedAt: ProcessTime.now)
+        entries[id]?.live = Live(task: task, limiter: limiter, host: entry.host, startedAt: ProcessTime.now)
     }
 
     /// Every byte of the attempt is in; it no longer counts among the downloads running at once.

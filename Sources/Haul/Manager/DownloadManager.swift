@@ -77,6 +77,12 @@ public actor DownloadManager {
     /// What only a download that runs (or ran) in this process has.
     struct Live {
         var task: AttemptHandle?
+        /// The attempt's own rate limit (at 0, none): a change of the download's limit is set
+        /// here while it runs, without stopping it.
+        var limiter: RateLimiter?
+        /// The host whose connection slot the attempt holds: the download's URL may change to
+        /// another host while the attempt stops.
+        var host: String?
         /// When it started and ended (``ProcessTime``: an entry is copied and changed often).
         var startedAt: Duration?
         var endedAt: Duration?

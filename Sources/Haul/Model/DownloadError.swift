@@ -32,8 +32,39 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         var storedValue: Int { (Self.all.firstIndex(of: self) ?? Self.all.firstIndex(of: .io)!) + 1 }
     }
 
+    /// What exactly went wrong, for the failures a caller may act on differently from the rest
+    /// of their kind; nil for the others.
+    public struct Reason: Hashable, Sendable, CustomStringConvertible {
+        fileprivate let name: String
+        /// No byte arrived for the stall timeout (``Kind/network``).
+        public static let stalled = Reason(name: "stalled")
+        /// The server (or its proxy) did not accept the connection in time (``Kind/network``).
+        public static let connectTimeout = Reason(name: "connect-timeout")
+        /// The host name does not resolve (``Kind/network``).
+        public static let nameNotResolved = Reason(name: "name-not-resolved")
+        /// The disk has no room for the file (``Kind/io``).
+        public static let diskFull = Reason(name: "disk-full")
+        /// The folder or its filesystem is read-only (``Kind/io``).
+        public static let readOnly = Reason(name: "read-only")
+        /// The folder leads outside the one the download must stay in (``Kind/io``).
+        public static let outsideFolder = Reason(name: "outside-folder")
+        public var description: String { name }
+
+        static let all: [Reason] = [.stalled, .connectTimeout, .nameNotResolved, .diskFull, .readOnly, .outsideFolder]
+
+        /// The reason the store kept under `name`, if this version knows it.
+        init?(storedName name: String) {
+            guard let known = Self.all.first(where: { $0.name == name }) else { return nil }
+            self = known
+        }
+
+        private init(name: String) { self.name = name }
+    }
+
     /// The broad class of this failure.
     public let kind: Kind
+    /// What exactly went wrong, where it is one of the ``Reason``s.
+    public let reason: Reason?
     /// The human message, without the URL.
     public let message: String
     /// The URL being downloaded, when known.
@@ -46,8 +77,9 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
     public let retryAfter: Duration?
 
     init(kind: Kind, message: String, url: String? = nil, status: Int? = nil,
-         isRetryable: Bool = false, retryAfter: Duration? = nil) {
+         isRetryable: Bool = false, retryAfter: Duration? = nil, reason: Reason? = nil) {
         self.kind = kind
+        self.reason = reason
         self.message = message
         self.url = url
         self.status = status
@@ -87,7 +119,7 @@ extension DownloadError {
     }
 
     static func stalled(after timeout: Duration) -> DownloadError {
-        DownloadError(kind: .network, message: "stalled: no data for \(timeout.formattedSeconds)", isRetryable: true)
+        DownloadError(kind: .network, message: "stalled: no data for \(timeout.formattedSeconds)", isRetryable: true, reason: .stalled)
     }
 
     /// A server answer that cannot be used as is; retrying may get a sane one.
@@ -109,7 +141,17 @@ extension DownloadError {
 
     /// A local file operation failed; `errno` explains why.
     static func io(_ action: String, path: String, errno code: Int32) -> DownloadError {
-        DownloadError(kind: .io, message: "cannot \(action) \(path): \(String(cString: strerror(code)))")
+        let reason: Reason? = switch code {
+        case ENOSPC, EDQUOT: .diskFull
+        case EROFS: .readOnly
+        default: nil
+        }
+        return DownloadError(kind: .io, message: "cannot \(action) \(path): \(String(cString: strerror(code)))", reason: reason)
+    }
+
+    /// A local file operation failed for `reason`, as `message` says.
+    static func io(_ message: String, reason: Reason) -> DownloadError {
+        DownloadError(kind: .io, message: message, reason: reason)
     }
 
     /// A local file or the store failed, as `message` says.
@@ -134,9 +176,14 @@ extension DownloadError {
         DownloadError(kind: Kind(name: kind), message: message)
     }
 
-    /// An error as the store keeps it (its kind's number and message).
-    static func stored(kind: Kind, message: String) -> DownloadError {
-        DownloadError(kind: kind, message: message)
+    /// An error as the store keeps it (its kind's number, its reason's name and its message).
+    static func stored(kind: Kind, message: String, reason: Reason? = nil) -> DownloadError {
+        DownloadError(kind: kind, message: message, reason: reason)
+    }
+
+    /// The network failed for `reason`, as `message` says; worth another try.
+    static func network(_ message: String, reason: Reason) -> DownloadError {
+        DownloadError(kind: .network, message: message, isRetryable: true, reason: reason)
     }
 }
 

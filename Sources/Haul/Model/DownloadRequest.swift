@@ -115,6 +115,17 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         get { options.value.network }
         set { change { $0.network = newValue } }
     }
+    /// A folder the file must stay inside, whatever was planted on the way: when the download
+    /// starts, its folder is opened beneath this one (a symbolic link or `..` leading out of it
+    /// is refused), and its part file is made and renamed relative to that open folder. Nil
+    /// (the default): the destination's folders are taken as they are, links included.
+    ///
+    /// The daemon without a secret confines every download to its download folder; `haul get`
+    /// confines a list's downloads to `--dir`.
+    public var confinement: String? {
+        get { options.value.confinement }
+        set { change { $0.confinement = newValue.map(FilePaths.absolute) } }
+    }
 
     /// Everything but the URL and the destination, held once for all the copies of a request:
     /// the requests of a list of 100,000 made from one command line share one (a request is
@@ -143,6 +154,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         var minimumSplitSize: Int64 = 1 << 20
         var rateLimit: Int64?
         var network = NetworkOptions()
+        var confinement: String?
     }
 
     /// The URL as it may be shown: without the credentials it may carry.
@@ -168,11 +180,13 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         decoded.minimumSplitSize = try container.decodeIfPresent(Int64.self, forKey: .minimumSplitSize) ?? 1 << 20
         decoded.rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
         decoded.network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
+        decoded.confinement = try container.decodeIfPresent(String.self, forKey: .confinement)
         change { $0 = decoded }
     }
 
     private enum CodingKeys: String, CodingKey {
         case url, destination, headers, checksum, maxTries, retryWait, overwrite, connections, minimumSplitSize, rateLimit, network
+        case confinement
     }
 
     /// Writes what differs from the defaults (the network options only when set): each stored
@@ -190,6 +204,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         try container.encode(minimumSplitSize, forKey: .minimumSplitSize)
         try container.encodeIfPresent(rateLimit, forKey: .rateLimit)
         if network != OptionsBox.standard.value.network { try container.encode(network, forKey: .network) }
+        try container.encodeIfPresent(confinement, forKey: .confinement)
     }
 
     /// A request for `url` saved into `directory`.
@@ -228,13 +243,20 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
             throw .invalidRequest("the minimum split size must be at least 1K, not \(minimumSplitSize)")
         }
         if let rateLimit, rateLimit < 0 { throw .invalidRequest("the rate limit must not be negative") }
+        if let confinement {
+            let path = FilePaths.absolute(destination.path)
+            let inside = path.hasPrefix(confinement == "/" ? "/" : confinement + "/")
+            guard inside || (path == confinement && destination == .directory(destination.path)) else {
+                throw .invalidRequest("\(path) is outside \(confinement), the folder this download must stay in")
+            }
+        }
         try network.validate()
     }
 
     /// `path` as destinations are stored: `~` expanded, made absolute against the current
     /// folder, and standardized.
     public static func absolutePath(_ path: String) -> String {
-        DestinationResolver.absolute(path)
+        FilePaths.absolute(path)
     }
 
     /// The request with its destination made absolute (what is stored and compared).

@@ -52,9 +52,45 @@ public enum FilePaths {
         return String(path[..<slash])
     }
 
-    /// `path` with `~` expanded, made absolute against the current folder, and normalized.
+    /// The names beside `path` for a download that steps around a file, in order:
+    /// `a/f.1.tar.gz`, `a/f.2.tar.gz`, … up to ``maxSuffix`` (the extension split once).
+    static func candidates(beside path: String) -> some Sequence<String> {
+        let (stem, ext) = splitExtension(path)
+        return (1...maxSuffix).lazy.map { n in ext.isEmpty ? "\(stem).\(n)" : "\(stem).\(n).\(ext)" }
+    }
+
+    /// `a/f.tar.gz` → (`a/f`, `tar.gz`): compressed tarballs keep their double extension.
+    static func splitExtension(_ path: String) -> (stem: String, ext: String) {
+        let url = URL(fileURLWithPath: path)
+        var ext = url.pathExtension
+        var stem = url.deletingPathExtension()
+        if !ext.isEmpty, stem.pathExtension == "tar" {
+            ext = "tar." + ext
+            stem = stem.deletingPathExtension()
+        }
+        return (stem.path, ext)
+    }
+
+    /// How far `name.N.ext` may count before giving up.
+    static let maxSuffix = 999
+
+    /// The user's home folder: `$HOME` when set, as curl, wget and aria2 take it (Foundation's
+    /// `NSHomeDirectory()` reads the password database on Linux and ignores `$HOME`), else the
+    /// password database's.
+    public static var home: String {
+        if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty { return home }
+        return NSHomeDirectory()
+    }
+
+    /// `path` with a leading `~` or `~/` expanded (to ``home``; `~user` to that user's home),
+    /// made absolute against the current folder, and normalized.
     public static func absolute(_ path: String) -> String {
-        let expanded = path.hasPrefix("~") ? (path as NSString).expandingTildeInPath : path
+        let expanded: String
+        if path == "~" || path.hasPrefix("~/") {
+            expanded = home + path.dropFirst()
+        } else {
+            expanded = path.hasPrefix("~") ? (path as NSString).expandingTildeInPath : path
+        }
         if expanded.hasPrefix("/") { return normalized(expanded) }
         return normalized(FileManager.default.currentDirectoryPath + "/" + expanded)
     }

@@ -39,6 +39,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     var resultBytes: Int64?
     var fileModified: Double?
     var errorKind: DownloadError.Kind?
+    var errorReason: DownloadError.Reason?
     var lastError: String?
     var createdAt = Date()
     var updatedAt = Date()
@@ -63,7 +64,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
 
     var error: DownloadError? {
         guard status == .failed else { return nil }
-        return .stored(kind: errorKind ?? .io, message: lastError ?? "failed")
+        return .stored(kind: errorKind ?? .io, message: lastError ?? "failed", reason: errorReason)
     }
 
     // MARK: Columns
@@ -140,6 +141,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         fileModified = row["fileModified"]
         errorKind = (row["errorKind"] as Int?).map(DownloadError.Kind.init(storedValue:))
         lastError = row["lastError"]
+        errorReason = (row["errorReason"] as String?).flatMap(DownloadError.Reason.init(storedName:))
         createdAt = Date(timeIntervalSince1970: row["createdAt"])
         updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
     }
@@ -148,7 +150,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     static let storedColumns = ["id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
                                 "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
                                 "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
-                                "createdAt", "updatedAt"]
+                                "createdAt", "updatedAt", "errorReason"]
 
     /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
     static let insertOrReplaceSQL = "INSERT OR REPLACE INTO download (" + storedColumns.joined(separator: ", ") + ") VALUES ("
@@ -181,6 +183,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
             // Seconds since 1970: formatting a date as text costs more than the rest of a row.
             createdAt.timeIntervalSince1970,
             updatedAt.timeIntervalSince1970,
+            errorReason?.description,
         ]
     }
 

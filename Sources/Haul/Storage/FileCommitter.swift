@@ -85,7 +85,8 @@ final class FileCommitter: Sendable {
         // One flush per filesystem the batch touches; the file's time comes from the same look.
         var flushed: [UInt64: Int32] = [:]
         var outcomes: [Result<Committed, DownloadError>] = []
-        var folders = Set<String>()
+        // One part file of each folder the batch renamed into, to flush that folder with.
+        var folders: [String: PartFile] = [:]
         for entry in batch {
             var info = stat()
             guard fstat(entry.part.descriptor, &info) == 0 else {
@@ -108,11 +109,21 @@ final class FileCommitter: Sendable {
                 outcomes.append(.failure(failure))
                 continue
             }
-            folders.insert(FilePaths.folder(of: entry.destination))
+            folders[FilePaths.folder(of: entry.destination)] = entry.part
         }
-        // The renames themselves survive a crash once their folders are flushed.
-        for folder in folders { PartFile.syncDirectory(folder) }
-        for (entry, outcome) in zip(batch, outcomes) { entry.done.resume(returning: outcome) }
+        // The renames themselves survive a crash once their folders are flushed; until then a
+        // file is not reported done (its folder's failure is each of its files').
+        var unflushed: [String: DownloadError] = [:]
+        for (folder, part) in folders {
+            do throws(DownloadError) { try part.syncFolder() } catch { unflushed[folder] = error }
+        }
+        for (entry, outcome) in zip(batch, outcomes) {
+            if case .success = outcome, let failure = unflushed[FilePaths.folder(of: entry.destination)] {
+                entry.done.resume(returning: .failure(failure))
+            } else {
+                entry.done.resume(returning: outcome)
+            }
+        }
     }
 
     private enum Placement {
@@ -132,7 +143,9 @@ final class FileCommitter: Sendable {
             guard entry.replacing else { return linkInPlace(entry) }
             // Nothing there: the link is all it takes. Over a file: only from a name of its own
             // (a rename replaces, a link does not).
-            if haul_link_descriptor(part.descriptor, entry.destination) == 0 { return .placed(at: entry.destination) }
+            if haul_link_descriptor(part.descriptor, part.directory, part.relativeName(entry.destination)) == 0 {
+                return .placed(at: entry.destination)
+            }
             guard errno == EEXIST else { return .failed(.io("create", path: entry.destination, errno: errno)) }
             do {
                 guard try part.name() else {
@@ -141,17 +154,18 @@ final class FileCommitter: Sendable {
             } catch {
                 return .failed(error)
             }
-            return placed(rename(part.path, entry.destination), entry)
+            return placed(rename(part, to: entry.destination), entry)
         }
-        if entry.replacing { return placed(rename(part.path, entry.destination), entry) }
-        if haul_rename_noreplace(part.path, entry.destination) == 0 { return .placed(at: entry.destination) }
+        if entry.replacing { return placed(rename(part, to: entry.destination), entry) }
+        if haul_rename_noreplace(part.directory, part.localName, part.relativeName(entry.destination)) == 0 { return .placed(at: entry.destination) }
         switch errno {
         case EEXIST:
             return .failed(appeared(entry))
         case EINVAL, ENOSYS, ENOTSUP:
             // No atomic way here: look, then rename.
-            if DestinationResolver.regularFileSize(entry.destination) != nil { return .failed(appeared(entry)) }
-            return placed(rename(part.path, entry.destination), entry)
+            var info = stat()
+            if fstatat(part.directory, part.relativeName(entry.destination), &info, AT_SYMLINK_NOFOLLOW) == 0 { return .failed(appeared(entry)) }
+            return placed(rename(part, to: entry.destination), entry)
         case let code:
             return .failed(.io("rename \(part.path) to", path: entry.destination, errno: code))
         }
@@ -164,20 +178,27 @@ final class FileCommitter: Sendable {
     /// `index.html` pages has).
     private static func linkInPlace(_ entry: Entry) -> Placement {
         if let placement = link(entry, at: entry.destination) { return placement }
-        for candidate in DestinationResolver.candidates(beside: entry.destination) {
+        for candidate in FilePaths.candidates(beside: entry.destination) {
             if let placement = link(entry, at: candidate) { return placement }
         }
-        return .failed(.io("cannot find a free name next to \(entry.destination): \(DestinationResolver.maxSuffix) copies exist"))
+        return .failed(.io("cannot find a free name next to \(entry.destination): \(FilePaths.maxSuffix) copies exist"))
     }
 
     /// One try of ``linkInPlace(_:)`` at `path`; nil when a different file is there.
     private static func link(_ entry: Entry, at path: String) -> Placement? {
-        if haul_link_descriptor(entry.part.descriptor, path) == 0 { return .placed(at: path) }
+        let part = entry.part
+        if haul_link_descriptor(part.descriptor, part.directory, part.relativeName(path)) == 0 { return .placed(at: path) }
         guard errno == EEXIST else { return .failed(.io("create", path: path, errno: errno)) }
-        if sameContent(entry.part.descriptor, path), let modified = modified(path) {
+        if sameContent(part.descriptor, part.relativeName(path), in: part.directory),
+           let modified = modified(part.relativeName(path), in: part.directory) {
             return .foundInPlace(at: path, modified: modified)
         }
         return nil
+    }
+
+    /// Renames the part file to `destination`, in its folder, replacing what is there.
+    private static func rename(_ part: PartFile, to destination: String) -> Int32 {
+        renameat(part.directory, part.localName, part.directory, part.relativeName(destination))
     }
 
     private static func placed(_ renamed: Int32, _ entry: Entry) -> Placement {
@@ -188,10 +209,11 @@ final class FileCommitter: Sendable {
         .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
     }
 
-    /// Whether the file at `path` holds exactly the bytes of the file open at `descriptor`.
-    /// Anything but a regular file is not: a link is not followed, and a FIFO does not block.
-    static func sameContent(_ descriptor: Int32, _ path: String) -> Bool {
-        let other = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+    /// Whether the file at `path` (relative to the folder `directory`) holds exactly the bytes
+    /// of the file open at `descriptor`. Anything but a regular file is not: a link is not
+    /// followed, and a FIFO does not block.
+    static func sameContent(_ descriptor: Int32, _ path: String, in directory: Int32 = AT_FDCWD) -> Bool {
+        let other = openat(directory, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard other >= 0 else { return false }
         defer { close(other) }
         var mine = stat()
@@ -212,10 +234,11 @@ final class FileCommitter: Sendable {
         return true
     }
 
-    /// The modification time of the file at `path`, as ``commit(_:to:replacing:)`` reports it.
-    static func modified(_ path: String) -> Double? {
+    /// The modification time of the file at `path` (relative to the folder `directory`), as
+    /// ``commit(_:to:replacing:)`` reports it.
+    static func modified(_ path: String, in directory: Int32 = AT_FDCWD) -> Double? {
         var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        guard fstatat(directory, path, &info, 0) == 0 else { return nil }
         return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
     }
 }

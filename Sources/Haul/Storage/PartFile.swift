@@ -22,38 +22,87 @@ final class PartFile: Sendable {
     /// Where the part file is, or will be once it has a name: `DEST.part`.
     let path: String
     let descriptor: Int32
+    /// The folder held open for a confined download; nil: paths are taken as they are.
+    let folder: DownloadFolder?
+    /// The part file's name for the `*at` system calls: relative to ``folder`` when there is
+    /// one, else ``path`` itself.
+    let localName: String
     /// False until an unnamed part file is given its name.
     private let named: Mutex<Bool>
     /// The file was made empty by this download (an unnamed one): nobody else has written to it,
     /// so its size is what this download wrote, and nothing in it needs to be forgotten.
     let startedEmpty: Bool
 
-    /// Opens or creates the part file, without locking it.
-    init(path: String) throws(DownloadError) {
+    /// Opens or creates the part file, without locking it. A symbolic link, a folder or a file
+    /// with other hard links at `path` is someone else's: it is neither opened nor followed.
+    ///
+    /// - Parameter folder: the folder of `path`, held open (a confined download).
+    init(path: String, in folder: DownloadFolder? = nil) throws(DownloadError) {
         self.path = path
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io("write to", path: path, errno: errno) }
+        self.folder = folder
+        localName = folder == nil ? path : Self.lastComponent(of: path)
+        // O_NONBLOCK: a FIFO planted at the name must not hang the open.
+        let fd = openat(folder?.descriptor ?? AT_FDCWD, localName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
+        guard fd >= 0 else {
+            if errno == ELOOP || errno == EISDIR || errno == ENXIO { throw Self.foreign(path) }
+            throw .io("write to", path: path, errno: errno)
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1 else {
+            close(fd)
+            throw Self.foreign(path)
+        }
         descriptor = fd
         named = Mutex(true)
         startedEmpty = false
     }
 
-    private init(unnamed descriptor: Int32, path: String) {
+    private init(unnamed descriptor: Int32, path: String, folder: DownloadFolder?) {
         self.path = path
         self.descriptor = descriptor
+        self.folder = folder
+        localName = folder == nil ? path : Self.lastComponent(of: path)
         named = Mutex(false)
         startedEmpty = true
     }
 
     deinit { close(descriptor) }
 
+    /// The error for something at `path` that is not a part file Haul may write. Found before
+    /// the download starts it is stepped around (``isForeign(_:)``); appearing between that
+    /// look and the open, it fails the download.
+    static func foreign(_ path: String) -> DownloadError {
+        .io("\(path) is a symbolic link, a folder or a file with other links: not Haul's part file, so it is left alone; remove it or choose another name")
+    }
+
+    /// Whether something is at `path` that ``init(path:in:)`` would refuse to open (a symbolic
+    /// link, a folder, a device, a file with other hard links): one `lstat`.
+    static func isForeign(_ path: String) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return false }
+        return (info.st_mode & S_IFMT) != S_IFREG || info.st_nlink != 1
+    }
+
+    /// The folder descriptor the `*at` system calls take names relative to.
+    var directory: Int32 { folder?.descriptor ?? AT_FDCWD }
+
+    /// `path` (a file beside the part file) as the `*at` system calls take it, with ``directory``.
+    func relativeName(_ path: String) -> String {
+        folder == nil ? path : Self.lastComponent(of: path)
+    }
+
+    private static func lastComponent(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
+        return String(path[path.utf8.index(after: slash)...])
+    }
+
     /// A new part file without a name, in the folder of `path` (its name to be), or nil where
     /// the system cannot make one (a filesystem without `O_TMPFILE`, no `/proc`): then the
     /// caller makes a named one.
-    static func unnamed(path: String) -> PartFile? {
+    static func unnamed(path: String, in folder: DownloadFolder? = nil) -> PartFile? {
         guard canLinkDescriptors else { return nil }
-        let fd = haul_open_unnamed(FilePaths.folder(of: path))
-        return fd >= 0 ? PartFile(unnamed: fd, path: path) : nil
+        let fd = if let folder { haul_open_unnamed(folder.descriptor, ".") } else { haul_open_unnamed(AT_FDCWD, FilePaths.folder(of: path)) }
+        return fd >= 0 ? PartFile(unnamed: fd, path: path, folder: folder) : nil
     }
 
     /// Whether a descriptor can surely be given a name later: ``name()`` links it directly where
@@ -74,7 +123,7 @@ final class PartFile: Sendable {
             if named { return true }
             // Nobody else can hold the lock of a file without a name.
             _ = try tryLock()
-            guard haul_link_descriptor(descriptor, path) == 0 else {
+            guard haul_link_descriptor(descriptor, directory, localName) == 0 else {
                 if errno == EEXIST { return false }
                 throw .io("create", path: path, errno: errno)
             }
@@ -86,7 +135,7 @@ final class PartFile: Sendable {
     /// Removes the part file from its folder, if it has a name (an unnamed one goes with its
     /// descriptor; `path` may then be another writer's file).
     func remove() {
-        if isNamed { unlink(path) }
+        if isNamed { unlinkat(directory, localName, 0) }
     }
 
     /// Takes the exclusive write lock without waiting. Returns the pid of the holder (0 when
@@ -130,7 +179,7 @@ final class PartFile: Sendable {
     func isStillAtPath() -> Bool {
         var opened = stat()
         var named = stat()
-        guard fstat(descriptor, &opened) == 0, stat(path, &named) == 0 else { return false }
+        guard fstat(descriptor, &opened) == 0, fstatat(directory, localName, &named, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
         return opened.st_dev == named.st_dev && opened.st_ino == named.st_ino
     }
 
@@ -166,7 +215,7 @@ final class PartFile: Sendable {
         // A failed fallocate can keep the blocks it got past the end of the file; truncating
         // to the current size hands them back.
         if let size = try? size() { _ = ftruncate(descriptor, off_t(size)) }
-        throw .io("not enough disk space for \(path): \(length) bytes needed; free some and run again")
+        throw .io("not enough disk space for \(path): \(length) bytes needed; free some and run again", reason: .diskFull)
     }
 
     /// Writes all of `buffer` at `offset`, retrying short writes and EINTR.
@@ -200,12 +249,16 @@ final class PartFile: Sendable {
         guard fdatasync(descriptor) == 0 else { throw .io("flush", path: path, errno: errno) }
     }
 
-    /// Flushes `directory` itself: the names created and renamed in it survive a crash.
-    static func syncDirectory(_ directory: String) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        close(fd)
+    /// Flushes the part file's folder itself: the names created and renamed in it survive a
+    /// crash. A folder that cannot be opened or flushed is an error: the names in it may not
+    /// survive a power cut, so the caller must not report them done.
+    func syncFolder() throws(DownloadError) {
+        if let folder { return try folder.sync() }
+        let path = FilePaths.folder(of: self.path)
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .io("open folder", path: path, errno: errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw .io("flush folder", path: path, errno: errno) }
     }
 }
 

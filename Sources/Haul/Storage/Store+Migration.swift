@@ -72,6 +72,8 @@ extension Store {
                 t.column("lastError", .text)
                 t.column("createdAt", .double).notNull()
                 t.column("updatedAt", .double).notNull()
+                // Since v4; here too because the rows below are written with every column.
+                t.column("errorReason", .text)
             }
             try migrateToOneRow(db)
             try db.drop(table: "job")
@@ -82,6 +84,13 @@ extension Store {
             // on the status would be rewritten by every change for nothing.
             try db.create(index: "download_queue_destination", on: "download", columns: ["queue", "destination"])
             try db.create(index: "download_path", on: "download", columns: ["path"])
+        }
+        migrator.registerMigration("v4") { db in
+            // The reason of an error (stalled, disk full, …), which daemons map to aria2's codes.
+            // A store migrated from v2 just now has the column already.
+            if try !db.columns(in: "download").contains(where: { $0.name == "errorReason" }) {
+                try db.alter(table: "download") { t in t.add(column: "errorReason", .text) }
+            }
         }
         return migrator
     }
@@ -102,8 +111,13 @@ extension Store {
             let destination: String = job["destinationPath"]
             var request = kind == "file"
                 ? DownloadRequest(url: job["url"], file: destination) : DownloadRequest(url: job["url"], directory: destination)
-            if let options = try? JSONDecoder().decode(LegacyOptions.self, from: Data((job["options"] as String).utf8)) {
-                options.apply(to: &request)
+            // Options that do not read (a checksum among them) are not dropped: the download
+            // would go on without them, and could finish unverified.
+            var unreadable: String?
+            do {
+                try JSONDecoder().decode(LegacyOptions.self, from: Data((job["options"] as String? ?? "").utf8)).apply(to: &request)
+            } catch {
+                unreadable = "options"
             }
             var row = DownloadRow(id: id, queue: job["queue"], request: request)
             row.priority = job["priority"]
@@ -117,6 +131,7 @@ extension Store {
             }
             row.lastError = job["lastError"]
             row.createdAt = job["createdAt"]
+            if let unreadable, row.status != .completed { unusable(&row, unreadable) }
             if row.status == .completed || row.status == .failed {
                 finishOrder += 1
                 row.finishOrder = finishOrder
@@ -133,11 +148,25 @@ extension Store {
             row.path = file
             row.status = DownloadStatus(rawValue: record["status"]) ?? .paused
             row.lastError = record["lastError"]
-            row.request.checksum = (record["checksum"] as String?).flatMap { try? Checksum(parsing: $0) }
             row.createdAt = record["createdAt"]
+            if let checksum = record["checksum"] as String? {
+                if let parsed = try? Checksum(parsing: checksum) {
+                    row.request.checksum = parsed
+                } else if row.status != .completed {
+                    unusable(&row, "checksum")
+                }
+            }
             copyEngine(record, into: &row)
             try row.insert(db)
         }
+    }
+
+    /// An unfinished download whose `what` the upgrade cannot read fails, saying so, instead of
+    /// going on without it; its part file stays, for the same download added again.
+    private static func unusable(_ row: inout DownloadRow, _ what: String) {
+        row.status = .failed
+        row.errorKind = .invalidRequest
+        row.lastError = "its \(what) could not be read when the state folder was upgraded; add the download again with them"
     }
 
     private static func copyEngine(_ record: Row, into row: inout DownloadRow) {

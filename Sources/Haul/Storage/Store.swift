@@ -22,6 +22,11 @@ final class Store: Sendable {
         }
         // A folder made by an older version, or by hand, is closed to others too.
         chmod(directory, 0o700)
+        // Said plainly here: SQLite would only say it cannot open its log.
+        guard access(directory, W_OK) == 0 else {
+            let reason = errno == EROFS ? "it is on a read-only filesystem" : String(cString: strerror(errno))
+            throw DownloadError.io("cannot write to the state folder \(directory): \(reason); make it writable, or choose another with --state-dir")
+        }
         path = (directory as NSString).appendingPathComponent("state.sqlite")
         var configuration = Configuration()
         // Another `haul` may be committing at the same moment; wait rather than fail.
@@ -47,7 +52,7 @@ final class Store: Sendable {
             try Self.migrator.migrate(pool)
             database = pool
         } catch {
-            throw DownloadError.io("cannot open the store \(path): \(StoreWriter.reason(error)); check the state folder (--state-dir)")
+            throw DownloadError.io("cannot open the store \(path): \(StoreWriter.reason(error)); \(StoreWriter.advice(error))")
         }
         writer = StoreWriter(database: database, path: path)
     }

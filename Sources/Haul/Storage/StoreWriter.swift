@@ -10,8 +10,8 @@ import Synchronization
 /// set of columns is made once.
 struct RowPatch: Sendable {
     enum Column: Int, CaseIterable, Sendable {
-        case status, errorKind, lastError, finishOrder, path, resultBytes, fileModified, totalLength, etag, lastModified,
-             acceptsRanges, ranges, priority, position, request, url, destinationKind, destination
+        case status, errorKind, lastError, errorReason, finishOrder, path, resultBytes, fileModified, totalLength, etag,
+             lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination
 
         /// The column's name in the `download` table.
         var name: String { Self.names[rawValue] }
@@ -78,6 +78,7 @@ struct RowPatch: Sendable {
         patch.set(.status, status.storedValue)
         patch.set(.errorKind, error?.kind.storedValue)
         patch.set(.lastError, error?.message)
+        patch.set(.errorReason, error?.reason?.description)
         patch.set(.finishOrder, finishOrder)
         return patch
     }
@@ -312,7 +313,17 @@ final class StoreWriter: Sendable {
     }
 
     private func failure(_ error: any Error) -> DownloadError {
-        .io("cannot save the download records in \(path): \(Self.reason(error)); free some space or fix the folder, then run again")
+        .io("cannot save the download records in \(path): \(Self.reason(error)); \(Self.advice(error)), then run again")
+    }
+
+    /// What to do about `error`, for the end of its message: only a full disk asks for space.
+    static func advice(_ error: any Error) -> String {
+        switch (error as? DatabaseError)?.resultCode {
+        case .SQLITE_FULL?: "free some space"
+        case .SQLITE_READONLY?, .SQLITE_CANTOPEN?, .SQLITE_PERM?, .SQLITE_AUTH?:
+            "make the state folder writable, or choose another with --state-dir"
+        default: "check the disk and the state folder (--state-dir)"
+        }
     }
 
     /// SQLite's words for why, without the statement.

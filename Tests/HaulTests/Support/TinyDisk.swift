@@ -12,6 +12,11 @@ struct TinyDisk {
 
     func unmount() { _ = umount2(path, Int32(MNT_DETACH)) }
 
+    /// Makes the disk read-only (a remount): what root, who writes anywhere else, cannot write.
+    func makeReadOnly() -> Bool {
+        mount("tmpfs", path, "tmpfs", UInt(MS_REMOUNT | MS_RDONLY), nil) == 0
+    }
+
     static var canMount: Bool {
         guard getuid() == 0 else { return false }
         let probe = NSTemporaryDirectory() + "/haul-mount-probe-\(getpid())"

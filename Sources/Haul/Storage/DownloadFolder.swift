@@ -1,0 +1,136 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CHaulSystem
+import Foundation
+
+/// The folder a confined download writes into, held open: its part file is made, named and
+/// renamed relative to this descriptor, so a folder swapped for a symbolic link after the
+/// download opened it changes nothing about where the bytes go.
+///
+/// A download is confined when its request says so (``DownloadRequest/confinement``: the
+/// daemon without a secret, the folder of `haul get -d`). The folder is opened when the
+/// download starts, not when it was added: a link planted between the two is met here.
+final class DownloadFolder: Sendable {
+    /// The folder, absolute.
+    let path: String
+    let descriptor: Int32
+
+    /// Opens `folder` (absolute) beneath `root`, creating the folders that are missing.
+    ///
+    /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when a component of `folder`
+    ///   leads outside `root` (a symbolic link, `..`), or when it cannot be made or opened.
+    init(_ folder: String, beneath root: String) throws(DownloadError) {
+        let root = FilePaths.normalized(root)
+        let folder = FilePaths.normalized(folder)
+        guard let relative = Self.relative(folder, to: root) else { throw Self.outside(folder, root: root) }
+        var rootDescriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if rootDescriptor < 0, errno == ENOENT {
+            // The download folder itself is the caller's choice: made as asked, like `mkdir -p`.
+            try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            rootDescriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        }
+        guard rootDescriptor >= 0 else { throw .io("open the download folder", path: root, errno: errno) }
+        defer { close(rootDescriptor) }
+        var opened = Self.openBeneath(rootDescriptor, relative.isEmpty ? "." : relative)
+        var code = errno
+        if opened < 0, code == EXDEV, let real = Self.realPath(folder), let realRoot = Self.realPath(root),
+           let inside = Self.relative(real, to: realRoot) {
+            // A link by absolute path to a folder that is inside after all (openat2 refuses every
+            // absolute link): opened again by its real path, through the same checks.
+            opened = Self.openBeneath(rootDescriptor, inside.isEmpty ? "." : inside)
+            code = errno
+        }
+        if opened < 0, code == ENOENT {
+            opened = try Self.make(relative, beneath: rootDescriptor, root: root)
+            code = errno
+        }
+        guard opened >= 0 else {
+            if code == EXDEV || code == ELOOP { throw Self.outside(folder, root: root) }
+            throw .io("open folder", path: folder, errno: code)
+        }
+        guard faccessat(opened, ".", W_OK, 0) == 0 else {
+            let code = errno
+            close(opened)
+            throw .io("write to", path: folder, errno: code)
+        }
+        path = folder
+        descriptor = opened
+    }
+
+    /// Makes the missing folders of `relative` one at a time, each relative to its parent just
+    /// opened (a folder is never made through a link), and opens the last. Returns -1 with
+    /// `errno` set when a component cannot be opened beneath the root.
+    private static func make(_ relative: String, beneath root: Int32, root path: String) throws(DownloadError) -> Int32 {
+        var parent = dup(root)
+        var sofar = ""
+        for component in relative.split(separator: "/") {
+            sofar += sofar.isEmpty ? String(component) : "/" + component
+            var next = openBeneath(root, sofar)
+            if next < 0, errno == ENOENT {
+                if mkdirat(parent, String(component), 0o777) != 0, errno != EEXIST {
+                    let code = errno
+                    close(parent)
+                    throw .io("create folder", path: path + "/" + sofar, errno: code)
+                }
+                // Opened again through the checks: a link planted meanwhile is refused.
+                next = openBeneath(root, sofar)
+            }
+            let code = errno
+            close(parent)
+            guard next >= 0 else {
+                errno = code
+                return -1
+            }
+            parent = next
+        }
+        return parent
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
+    deinit { close(descriptor) }
+
+    /// `path` relative to `root` (empty for `root` itself), or nil when it is not inside.
+    static func relative(_ path: String, to root: String) -> String? {
+        if path == root { return "" }
+        let prefix = root == "/" ? "/" : root + "/"
+        guard path.hasPrefix(prefix) else { return nil }
+        let rest = String(path.dropFirst(prefix.count))
+        return rest.split(separator: "/").contains("..") ? nil : rest
+    }
+
+    /// Opens the folder `root/relative`, refusing one that leads outside `root` (EXDEV, ELOOP).
+    private static func openBeneath(_ root: Int32, _ relative: String) -> Int32 {
+        let opened = haul_open_folder_beneath(root, relative)
+        guard opened < 0, errno == ENOSYS else { return opened }
+        // No openat2 (before Linux 5.6): each component opened without following any link.
+        var current = dup(root)
+        for component in relative.split(separator: "/") {
+            let next = openat(current, String(component), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let code = errno
+            close(current)
+            guard next >= 0 else {
+                errno = code
+                return -1
+            }
+            current = next
+        }
+        return current
+    }
+
+    private static func outside(_ folder: String, root: String) -> DownloadError {
+        .io("\(folder) leads outside \(root) (a symbolic link or '..'); Haul writes this download only inside \(root)", reason: .outsideFolder)
+    }
+
+    /// Flushes the folder itself, so the names made and renamed in it survive a crash.
+    func sync() throws(DownloadError) {
+        guard fsync(descriptor) == 0 else { throw .io("flush folder", path: path, errno: errno) }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import HaulDaemon
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// What a user of the built `haul get` met: `-n` reading the wrong `.netrc`, an earlier run's
+/// failure printed again, a proxy password only on the command line, misleading messages.
+@Suite struct HardeningCommandLineTests {
+    @Test func netrcIsReadFromHOME() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var route = Route(content: testBytes(2000, seed: 3))
+        route.requiredHeaders = [("Authorization", "Basic " + Data("home:user".utf8).base64EncodedString())]
+        server.serve("/f.bin", route)
+        try dir.write("home/.netrc", Array("machine 127.0.0.1 login home password user\n".utf8), creatingFolders: true)
+        let (status, _, stderr) = try await HaulProcess.capture(
+            ["get", "-q", "-n", "--max-tries", "1", "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin")],
+            in: dir.path, environment: ["HOME": dir.file("home")])
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        #expect(dir.contents("f.bin") == route.content)
+    }
+
+    @Test func anEarlierRunsFailureInTheSameFolderIsNotPrintedAgain() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var missing = Route(content: [])
+        missing.status = 404
+        server.serve("/nope.bin", missing)
+        server.serve("/other.bin", Route(content: testBytes(1000)))
+        let first = try await HaulProcess.capture(
+            ["get", "--max-tries", "1", "-d", "out", "--state-dir", dir.file("state"), server.url("/nope.bin")], in: dir.path)
+        #expect(first.status == 8)
+        #expect(first.stderr.contains("nope.bin: 404 Not Found"))
+        let second = try await HaulProcess.capture(
+            ["get", "-q", "-d", "out", "--state-dir", dir.file("state"), server.url("/other.bin")], in: dir.path)
+        #expect(second.status == 0)
+        #expect(second.stderr.isEmpty, "\(second.stderr)")
+        // Asked for again, it is this run's: tried and said once more.
+        let third = try await HaulProcess.capture(
+            ["get", "-q", "--max-tries", "1", "-d", "out", "--state-dir", dir.file("state"), server.url("/nope.bin")], in: dir.path)
+        #expect(third.status == 8)
+        #expect(third.stderr == "haul: \(server.url("/nope.bin")): 404 Not Found\n")
+        try await server.shutdown()
+    }
+
+    @Test(.enabled(if: ForwardProxy.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func theProxyPasswordCanComeFromTheEnvironment() async throws {
+        let credentials = TestCredentials(user: "proxyuser", password: "from.env")
+        try await ForwardProxy.withProxy(credentials: credentials) { proxy in
+            let server = try await FaultServer.start()
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            server.serve("/f.bin", Route(content: testBytes(5000)))
+            let (status, _, stderr) = try await HaulProcess.capture(
+                ["get", "-q", "--max-tries", "1", "--all-proxy", proxy.url, "--proxy-user", credentials.user,
+                 "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin")],
+                in: dir.path, environment: ["HAUL_PROXY_PASSWD": credentials.password])
+            try await server.shutdown()
+            #expect(status == 0, "\(stderr)")
+            #expect(dir.contents("f.bin") == testBytes(5000))
+            #expect(proxy.requests().contains { $0.method == "GET" && $0.target == server.url("/f.bin") })
+        }
+    }
+
+    @Test func theDaemonsErrorCodesComeFromTheReasonNotTheMessage() async throws {
+        try await withDaemon { t async throws in
+            // A name that cannot resolve: aria2's 19, not the 6 of any network failure.
+            let unresolved = try #require(try await t.daemon.call("aria2.addUri", [["http://no-such-host.invalid/x.bin"], ["max-tries": "1"]]).string)
+            let failed = try await t.daemon.waitFor(unresolved) { $0["status"] == "error" }
+            #expect(failed["errorCode"] == "19", "\(failed)")
+            // A 404 whose text speaks of disk space is still a 404 (3), never a full disk (9).
+            var missing = Route(content: Array("no disk space".utf8))
+            missing.status = 404
+            t.server.serve("/gone.bin", missing)
+            let gone = try #require(try await t.daemon.call("aria2.addUri", [[.string(t.server.url("/gone.bin"))], ["max-tries": "1"]]).string)
+            #expect(try await t.daemon.waitFor(gone) { $0["status"] == "error" }["errorCode"] == "3")
+        }
+    }
+}
