@@ -33,8 +33,9 @@ final class DownloadFolder: Sendable {
             rootDescriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         }
         guard rootDescriptor >= 0 else { throw .io("open the download folder", path: root, errno: errno) }
-        defer { close(rootDescriptor) }
-        var opened = Self.openBeneath(rootDescriptor, relative.isEmpty ? "." : relative)
+        // The root itself (most downloads of a list): its descriptor is the folder's.
+        var opened = relative.isEmpty ? rootDescriptor : Self.openBeneath(rootDescriptor, relative)
+        defer { if opened != rootDescriptor { close(rootDescriptor) } }
         var code = errno
         if opened < 0, code == EXDEV, let real = Self.realPath(folder), let realRoot = Self.realPath(root),
            let inside = Self.relative(real, to: realRoot) {
