@@ -125,6 +125,10 @@ extension NginxServer {
         /// Ask every client for a certificate (`ssl_verify_client optional`: a client without one
         /// is still served) and serve `/mtls/` only to those whose certificate this CA (PEM) signed.
         public var clientCA: String?
+        /// With ``clientCA``, refuse every request without a certificate it signed
+        /// (`ssl_verify_client on`): nginx then answers `400` ("No required SSL certificate was
+        /// sent"), as servers that demand client certificates do.
+        public var requiresClientCertificate = false
 
         public init(certificate: String, key: String, http2: Bool = true, clientCA: String? = nil) {
             self.certificate = certificate

@@ -201,7 +201,7 @@ extension NginxServer {
             if let clientCA = tls.clientCA {
                 server += [
                     "ssl_client_certificate \"\(clientCA)\";",
-                    "ssl_verify_client optional;",
+                    "ssl_verify_client \(tls.requiresClientCertificate ? "on" : "optional");",
                     "ssl_verify_depth 2;",
                     #"location /mtls/ { alias "\#(root)/"; if ($ssl_client_verify != SUCCESS) { return 403; } }"#,
                 ]

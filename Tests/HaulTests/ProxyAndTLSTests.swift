@@ -211,6 +211,14 @@ struct ProxyAndTLSTests {
         try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
             try await clientCertificates(nginx, harness, certs)
         }
+        // A server that demands one finishes the handshake and answers 400 with a page that
+        // says why: the message says it too.
+        var demanding = NginxServer.TLS.testServer(certs)
+        demanding.requiresClientCertificate = true
+        try await withNginx(.init(tls: demanding)) { nginx, harness in
+            let refused = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", network(ca: certs.ca.certificate))).failure
+            #expect(refused?.message == "127.0.0.1 wants a client certificate it accepts; give one with --certificate FILE --private-key FILE")
+        }
     }
 
     func clientCertificates(_ nginx: NginxServer, _ harness: Harness, _ certs: TestCertificates) async throws {

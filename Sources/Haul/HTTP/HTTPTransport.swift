@@ -113,11 +113,22 @@ struct HTTPTransport: Sendable {
                 let given = request.headers.first(name: "Cookie")
                 request.headers.replaceOrAdd(name: "Cookie", value: given.map { $0 + "; " + cookie } ?? cookie)
             }
-            let response = try await execute(request, url: current, stallTimeout: stallTimeout)
+            var response = try await execute(request, url: current, stallTimeout: stallTimeout)
             if response.status == .proxyAuthenticationRequired,
                let proxy = try network.proxy.server(scheme: current.scheme, host: current.host) {
                 await Self.discard(response.body)
                 throw Self.wantsCredentials(proxy)
+            }
+            if response.status == .badRequest, current.scheme == "https", network.tls.certificate == nil {
+                // nginx (and others) finish the handshake without the certificate they asked
+                // for, then answer 400 with a page that says so: a bare "400" tells nobody why.
+                // The page is read here (an error's body is never written anywhere) and handed on.
+                let body = await Self.smallBody(response.body)
+                if let body, String(buffer: body).contains("SSL certificate") {
+                    throw TLSFailure(reason: .clientCertificateRefused).error(host: current.host)
+                }
+                response = HTTPClientResponse(version: response.version, status: response.status, headers: response.headers,
+                                              body: .bytes(body ?? ByteBuffer()))
             }
             cookies.receive(response.headers["set-cookie"], from: current)
             let status = Int(response.status.code)
@@ -186,6 +197,20 @@ struct HTTPTransport: Sendable {
             }
             throw Self.map(error, stallTimeout: stallTimeout, host: url.host, port: url.effectivePort, proxy: proxy, network: network)
         }
+    }
+
+    /// The whole body of a small answer (an error page), or nil past 16 KiB.
+    private static func smallBody(_ body: HTTPClientResponse.Body) async -> ByteBuffer? {
+        var collected = ByteBuffer()
+        do {
+            for try await buffer in body {
+                guard collected.readableBytes + buffer.readableBytes <= 16 << 10 else { return nil }
+                collected.writeImmutableBuffer(buffer)
+            }
+        } catch {
+            return nil
+        }
+        return collected
     }
 
     /// Reads and drops a redirect's small body (so its connection can be reused); a big one is

@@ -21,6 +21,8 @@ struct TLSFailure: Sendable {
 
     var reason: Reason
 
+    init(reason: Reason) { self.reason = reason }
+
     /// The failure in `error`, or nil when it is not a TLS one.
     init?(_ error: any Error) {
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
