@@ -9,8 +9,8 @@ enum DaemonRoutes {
     /// The largest request body or WebSocket message read (aria2's `--rpc-max-request-size` is 2 MiB).
     static let maxRequestSize = 4 << 20
 
-    static func router(rpc: Aria2RPC, gate: RequestGate) -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+    static func router(rpc: Aria2RPC, gate: RequestGate) -> Router<DaemonRequestContext> {
+        let router = Router(context: DaemonRequestContext.self)
         router.add(middleware: gate)
         WebAssets.addRoutes(to: router)
         router.post("/jsonrpc") { request, _ in
@@ -47,8 +47,8 @@ enum DaemonRoutes {
                         body: .init(byteBuffer: ByteBuffer(bytes: answer.bytes)))
     }
 
-    static func webSocketRouter(rpc: Aria2RPC, notifier: Notifier, gate: RequestGate) -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+    static func webSocketRouter(rpc: Aria2RPC, notifier: Notifier, gate: RequestGate) -> Router<DaemonRequestContext> {
+        let router = Router(context: DaemonRequestContext.self)
         router.ws("/jsonrpc", shouldUpgrade: { request, _ in
             try gate.check(request)
             return .upgrade([:])

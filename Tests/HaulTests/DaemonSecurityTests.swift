@@ -79,6 +79,34 @@ import Testing
         }
     }
 
+    @Test func aRefusedWebSocketHandshakeSaysWhyAndIsLogged() async throws {
+        try await withDaemon(quiet: false) { t async throws in
+            let port = t.daemon.endpoint.port
+            let upgrade = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
+                ("Host", "127.0.0.1:\(port)"), ("Origin", "http://ariang.example:8099"), ("Upgrade", "websocket"),
+                ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+            ])
+            // hummingbird-websocket's own answer was a bare 400: AriaNg's user saw "Cannot connect to aria2!" and nothing more.
+            #expect(upgrade.status == 403)
+            let message = try JSONValue.parse(Data(upgrade.body.utf8))["error"]?["message"]?.string ?? ""
+            #expect(message.contains("http://ariang.example:8099") && message.contains("--rpc-allow-origin-all"), "\(upgrade.body)")
+            #expect(!message.contains("\n"))
+            // Shown at the daemon's default level, once, with the origin.
+            let logged = try await t.daemon.logLines(containing: "WebSocket", "http://ariang.example:8099")
+            #expect(logged.count == 1, "\(t.daemon.log)")
+            // A Host the daemon does not answer to is a 403 that says so too.
+            let rebound = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
+                ("Host", "evil.example:\(port)"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+            ])
+            #expect(rebound.status == 403 && rebound.body.contains("--rpc-allow-host"), "\(rebound.body)")
+            // A refused POST is logged the same way.
+            _ = try post(t.daemon, host: "127.0.0.1:\(port)", #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion"}"#,
+                         headers: [("Origin", "http://other-page.example")])
+            #expect(try await t.daemon.logLines(containing: "http://other-page.example", "--rpc-allow-origin-all").count == 1)
+        }
+    }
+
     @Test func theGetFormOnlyReads() async throws {
         try await withDaemon(["--rpc-allow-origin-all"]) { t async throws in
             let port = t.daemon.endpoint.port
