@@ -189,6 +189,20 @@ import Testing
         }
     }
 
+    @Test func theDaemonPrintsItsSecretOnlyWhenAsked() async throws {
+        let secret = "Sekr1tToken42"
+        try await withDaemon(["--rpc-secret", secret], quiet: false) { t async throws in
+            let line = try #require(try await t.daemon.logLines(containing: "daemon listening").first)
+            #expect(line.contains("web page: http://127.0.0.1:\(t.daemon.endpoint.port)/ "), "\(line)")
+            #expect(line.contains("--print-token"))
+            #expect(!t.daemon.log.contains(secret))
+        }
+        try await withDaemon(["--rpc-secret", secret, "--print-token"], quiet: false) { t async throws in
+            let line = try #require(try await t.daemon.logLines(containing: "daemon listening").first)
+            #expect(line.contains("http://127.0.0.1:\(t.daemon.endpoint.port)/#token=\(secret)"), "\(line)")
+        }
+    }
+
     @Test func anOversizedBodyGetsAJSONRPCError() async throws {
         try await withDaemon { t async throws in
             let port = t.daemon.endpoint.port
