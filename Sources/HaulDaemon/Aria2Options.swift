@@ -187,20 +187,26 @@ enum Aria2Options {
         if let http2 = try bool(options["http2"], "http2") { network.http2 = http2 }
     }
 
+    /// An option's value as Haul shows it (`getOption`, `getGlobalOption`, the daemon's log):
+    /// a password as `********`, a proxy URL without its credentials.
+    static func shown(_ name: String, _ value: String) -> String {
+        if name.hasSuffix("-passwd") { return value.isEmpty ? "" : "********" }
+        if ["all-proxy", "http-proxy", "https-proxy"].contains(name) { return URLRedaction.redact(value) }
+        return value
+    }
+
     /// The network options as `getOption` shows them; passwords are masked.
     static func describe(network: NetworkOptions, into object: inout [String: JSONValue]) {
-        let masked = "********"
         let pairs: [(String, String?)] = [
-            ("all-proxy", network.proxy.all.map(URLRedaction.redact)), ("http-proxy", network.proxy.http.map(URLRedaction.redact)),
-            ("https-proxy", network.proxy.https.map(URLRedaction.redact)),
+            ("all-proxy", network.proxy.all), ("http-proxy", network.proxy.http), ("https-proxy", network.proxy.https),
             ("no-proxy", network.proxy.noProxy.isEmpty ? nil : network.proxy.noProxy.joined(separator: ",")),
-            ("all-proxy-user", network.proxy.user), ("all-proxy-passwd", network.proxy.password.map { _ in masked }),
+            ("all-proxy-user", network.proxy.user), ("all-proxy-passwd", network.proxy.password),
             ("ca-certificate", network.tls.caCertificate), ("certificate", network.tls.certificate),
             ("private-key", network.tls.privateKey), ("http-user", network.user),
-            ("http-passwd", network.password.map { _ in masked }), ("netrc-path", network.netrcPath),
+            ("http-passwd", network.password), ("netrc-path", network.netrcPath),
             ("load-cookies", network.cookieFile), ("user-agent", network.userAgent), ("referer", network.referer),
         ]
-        for (name, value) in pairs { if let value { object[name] = .string(value) } }
+        for (name, value) in pairs { if let value { object[name] = .string(shown(name, value)) } }
         object["check-certificate"] = .string(network.tls.verify ? "true" : "false")
         object["no-netrc"] = .string(network.useNetrc ? "false" : "true")
         object["connect-timeout"] = .string(String(network.connectTimeout.components.seconds))
@@ -276,6 +282,12 @@ enum Aria2Options {
         case .int(let number)?: return String(number)
         default: throw .failed("option \(name) must be a string")
         }
+    }
+
+    /// A value as text: a string as it is, anything else as JSON.
+    static func text(_ value: JSONValue) -> String {
+        if case .string(let text) = value { return text }
+        return value.description
     }
 
     static func integer(_ value: JSONValue?, _ name: String, in range: ClosedRange<Int64>) throws(RPCError) -> Int64? {

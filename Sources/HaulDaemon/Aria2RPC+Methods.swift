@@ -2,7 +2,7 @@ import Foundation
 import Haul
 
 extension Aria2RPC {
-    func dispatch(_ method: String, _ p: Parameters) async throws(RPCError) -> JSONValue {
+    func dispatch(_ method: String, _ p: Parameters, _ exchange: inout Exchange) async throws(RPCError) -> JSONValue {
         switch method {
         case "aria2.addUri": return try await addURI(p)
         case "aria2.addTorrent", "aria2.addMetalink", "aria2.getPeers":
@@ -20,13 +20,15 @@ extension Aria2RPC {
             return try await download(p.gid(0)).aria2Object(keys: try p.keys(1))
         case "aria2.tellActive":
             let keys = try p.keys(0)
-            return .array(await manager.active().map { $0.aria2Object(keys: keys) })
+            let active = await manager.active()
+            try exchange.charge(active.count)
+            return .array(active.map { $0.aria2Object(keys: keys) })
         case "aria2.tellWaiting", "aria2.tellStopped":
             let (offset, count, keys) = (try p.int(0), try p.int(1), try p.keys(2))
             guard count >= 0 else {
                 throw .failed("The integer parameter at 1 has invalid value: the value must be greater than or equal to 0.")
             }
-            let page = await self.page(waiting: method == "aria2.tellWaiting", offset: offset, count: count)
+            let page = try await self.page(waiting: method == "aria2.tellWaiting", offset: offset, count: count, &exchange)
             return .array(page.map { $0.aria2Object(keys: keys) })
         case "aria2.getUris":
             let download = try await download(p.gid(0))
@@ -39,7 +41,7 @@ extension Aria2RPC {
         case "aria2.getOption": return Aria2Options.describe(try await download(p.gid(0)).request)
         case "aria2.changeOption": return try await changeOption(p)
         case "aria2.getGlobalOption": return await globalOptions()
-        case "aria2.changeGlobalOption": return try await changeGlobalOption(p)
+        case "aria2.changeGlobalOption": return try await changeGlobalOption(p, exchange)
         case "aria2.getGlobalStat": return await globalStat()
         case "aria2.purgeDownloadResult":
             await manager.removeAllStopped()
@@ -197,8 +199,14 @@ extension Aria2RPC {
         return .object(object)
     }
 
-    func changeGlobalOption(_ p: Parameters) async throws(RPCError) -> JSONValue {
+    func changeGlobalOption(_ p: Parameters, _ exchange: Exchange) async throws(RPCError) -> JSONValue {
         let options = try p.object(0) ?? [:]
+        // Without a secret any program on this machine, and any page allowed to call, gets here:
+        // turning certificate checks off for every later download must come from whoever
+        // started the daemon.
+        if !hasSecret, try Aria2Options.bool(options["check-certificate"], "check-certificate") == false {
+            throw .failed("check-certificate=false is refused by changeGlobalOption on a daemon without a secret: start the daemon with --rpc-secret, or pass --check-certificate=false on its command line")
+        }
         // Check everything before changing anything.
         var next = globals
         if let dir = try Aria2Options.string(options["dir"], "dir") { next.dir = try globals.folders.folder(dir, base: globals.dir) }
@@ -211,6 +219,11 @@ extension Aria2RPC {
         globals = next
         if let concurrent { await manager.setMaxConcurrentDownloads(Int(concurrent)) }
         if let overall { downloader.setRateLimit(overall) }
+        // Every later download follows these (a proxy, certificate checks), so each change is
+        // said where whoever runs the daemon sees it.
+        for (name, value) in options.sorted(by: { $0.key < $1.key }) {
+            logger.notice("changeGlobalOption from \(exchange.client ?? "this process"): \(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)")
+        }
         return "OK"
     }
 
@@ -246,21 +259,25 @@ extension Aria2RPC {
 
     /// aria2's paging of the waiting or stopped list: `count` from `offset` forwards, or for a
     /// negative offset from that far from the end backwards (-1 is the last, listed first).
-    /// Costs the page, not the list.
-    func page(waiting: Bool, offset: Int, count: Int) async -> [DownloadManager.Download] {
-        guard count > 0 else { return [] }
+    /// Costs the page, not the list; the page is charged to `exchange` before it is read.
+    func page(waiting: Bool, offset: Int, count: Int, _ exchange: inout Exchange) async throws(RPCError) -> [DownloadManager.Download] {
         let total = waiting ? await manager.waitingCount : await manager.stoppedCount
-        let (start, limit, reversed): (Int, Int, Bool)
-        if offset >= 0 {
-            guard offset < total else { return [] }
-            (start, limit, reversed) = (offset, min(count, total - offset), false)
-        } else {
-            let last = total + offset
-            guard last >= 0 else { return [] }
-            let first = max(0, last - count + 1)
-            (start, limit, reversed) = (first, last - first + 1, true)
-        }
+        guard let (start, limit, reversed) = Self.pageBounds(total: total, offset: offset, count: count) else { return [] }
+        try exchange.charge(limit)
         let page = waiting ? await manager.waiting(from: start, limit: limit) : await manager.stopped(from: start, limit: limit)
         return reversed ? page.reversed() : page
+    }
+
+    /// Where aria2's page of `count` at `offset` lies in a list of `total`, or nil when it is empty.
+    static func pageBounds(total: Int, offset: Int, count: Int) -> (start: Int, limit: Int, reversed: Bool)? {
+        guard count > 0 else { return nil }
+        if offset >= 0 {
+            guard offset < total else { return nil }
+            return (offset, min(count, total - offset), false)
+        }
+        let last = total + offset
+        guard last >= 0 else { return nil }
+        let first = max(0, last - count + 1)
+        return (first, last - first + 1, true)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Haul
+import Logging
 
 /// aria2's JSON-RPC interface over a ``DownloadManager``: one request (or a batch) in, one
 /// answer out, whatever carries it (HTTP POST or a WebSocket message).
@@ -25,12 +26,17 @@ public actor Aria2RPC {
     private(set) var template: DownloadRequest
     let sessionID: String
     let requestShutdown: ShutdownRequest
+    /// Where changes to the daemon-wide options are said (at `.notice`, shown by default).
+    let logger: Logger
+    /// When wrong tokens are answered, per client address.
+    private var backoff = WrongTokenBackoff()
 
     init(manager: DownloadManager, downloader: Downloader, secret: String?, globals: GlobalOptions,
-         requestShutdown: @escaping ShutdownRequest) {
+         logger: Logger = Logger(label: "haul-daemon"), requestShutdown: @escaping ShutdownRequest) {
         self.manager = manager
         self.downloader = downloader
         self.secret = secret
+        self.logger = logger
         self.globals = globals
         template = Aria2Options.template(globals)
         self.requestShutdown = requestShutdown
@@ -70,23 +76,47 @@ public actor Aria2RPC {
         var readOnly = false
         /// A call had a wrong or missing token.
         var refused = false
+        /// Who sent it, for the log: the client's address, or nil in-process.
+        var client: String?
+        /// Downloads listed so far in the request's answers (tellActive, tellWaiting, tellStopped).
+        var listed = 0
+
+        /// Counts `count` more downloads into the answer, or refuses the call that would take it
+        /// past ``Aria2RPC/maxListedPerRequest``.
+        mutating func charge(_ count: Int) throws(RPCError) {
+            guard count <= Aria2RPC.maxListedPerRequest - listed else {
+                throw .failed("one request may list at most \(Aria2RPC.maxListedPerRequest) downloads across its answers (tellActive, tellWaiting and tellStopped together); ask for fewer at a time, in pages of 1000 for example")
+            }
+            listed += count
+        }
     }
+
+    /// The most downloads one request's answers may list, however it asks (one call with a
+    /// large `num`, a multicall or a batch of many). 20,000 `tellStopped(0, 1000)` in a 1 MB
+    /// multicall made an answer of 311 MB. The bound is far above what clients ask: the web
+    /// page reads pages of 1000, `haul ls` three lists of 1000, aria2p lists of 1000.
+    static let maxListedPerRequest = 100_000
 
     // MARK: Requests
 
     /// The answer to a request body: one answer object, or an array for a batch (aria2 drops
     /// the elements that are not objects).
     ///
-    /// A wrong or missing token costs one second for the whole request, however many of its
-    /// calls carry it (aria2 waits a second per call, so a batch of many never got an answer).
+    /// A request with a wrong or missing token is one guess, however many of its calls carry
+    /// one (after the first wrong token, later ones are not compared), answered a second after
+    /// the previous wrong guess from the same address (``WrongTokenBackoff``). aria2 waits a
+    /// second per call, so a batch of many never got an answer; a wait per request alone let
+    /// 200 guesses sent at once take one second.
     ///
-    /// - Parameter readOnly: answer only methods that change nothing (the GET form).
-    public func respond(to body: some DataProtocol, readOnly: Bool = false) async -> JSONValue {
-        var exchange = Exchange(readOnly: readOnly)
+    /// - Parameters:
+    ///   - readOnly: answer only methods that change nothing (the GET form).
+    ///   - client: the client's address; wrong guesses are counted per address.
+    public func respond(to body: some DataProtocol, readOnly: Bool = false, client: String? = nil) async -> JSONValue {
+        var exchange = Exchange(readOnly: readOnly, client: client)
         let answer = await respond(to: body, &exchange)
         if exchange.refused {
-            // A wrong guess costs a second, which makes guessing slow.
-            try? await Task.sleep(for: .seconds(1))
+            let until = backoff.answerTime(for: WrongTokenBackoff.bucket(client ?? ""), at: .now)
+            try? await Task.sleep(until: until, clock: .continuous)
         }
         return answer
     }
@@ -141,7 +171,10 @@ public actor Aria2RPC {
         var authorized = secret == nil || Self.open.contains(method)
         if let first = params.first?.string, first.hasPrefix("token:") {
             params.removeFirst()
-            if let secret { authorized = authorized || Self.constantTimeEqual(String(first.dropFirst(6)), secret) }
+            // One guess per request: a batch of 10,000 different tokens tests the first wrong one.
+            if let secret, !exchange.refused {
+                authorized = authorized || Self.constantTimeEqual(String(first.dropFirst(6)), secret)
+            }
         }
         guard authorized else {
             exchange.refused = true
@@ -151,8 +184,11 @@ public actor Aria2RPC {
             throw .failed("\(method) changes the daemon's state, which the GET form of /jsonrpc never does; send it by POST or over the WebSocket")
         }
         if method == "system.multicall" { return try await multicall(Parameters(values: params), &exchange) }
-        return try await dispatch(method, Parameters(values: params))
+        return try await dispatch(method, Parameters(values: params), &exchange)
     }
+
+    /// Whether calls must carry a token (an empty `--rpc-secret` is none).
+    var hasSecret: Bool { !(secret ?? "").isEmpty }
 
     static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let (x, y) = (Array(a.utf8), Array(b.utf8))

@@ -39,10 +39,12 @@ public struct DaemonEndpoint: Codable, Sendable, Hashable {
 
     /// The web page's address, with the secret in the fragment (never sent over the network).
     public var pageURL: String {
-        let base = String(rpcURL.dropLast("jsonrpc".count))
-        guard let secret else { return base }
-        return base + "#token=" + (secret.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? secret)
+        guard let secret else { return pageBaseURL }
+        return pageBaseURL + "#token=" + (secret.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? secret)
     }
+
+    /// The web page's address without the secret: `http://HOST:PORT/`.
+    public var pageBaseURL: String { String(rpcURL.dropLast("jsonrpc".count)) }
 
     /// The endpoint a daemon wrote into `stateDirectory`, or nil when none is there.
     public static func read(stateDirectory: String) throws -> DaemonEndpoint? {

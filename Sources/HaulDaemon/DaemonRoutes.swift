@@ -9,20 +9,20 @@ enum DaemonRoutes {
     /// The largest request body or WebSocket message read (aria2's `--rpc-max-request-size` is 2 MiB).
     static let maxRequestSize = 4 << 20
 
-    static func router(rpc: Aria2RPC, gate: RequestGate) -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+    static func router(rpc: Aria2RPC, gate: RequestGate) -> Router<DaemonRequestContext> {
+        let router = Router(context: DaemonRequestContext.self)
         router.add(middleware: gate)
         WebAssets.addRoutes(to: router)
-        router.post("/jsonrpc") { request, _ in
+        router.post("/jsonrpc") { request, context in
             let body: ByteBuffer
             do { body = try await request.body.collect(upTo: maxRequestSize) } catch is NIOTooManyBytesError {
                 return answer(Aria2RPC.answer(id: .null, .failure(.tooLarge(maxRequestSize))), status: .contentTooLarge)
             }
-            return answer(await rpc.respond(to: body.readableBytesView))
+            return answer(await rpc.respond(to: body.readableBytesView, client: context.remoteAddress?.ipAddress))
         }
         // aria2's GET form: /jsonrpc?method=M&id=I&params=BASE64(JSON list). A browser sends it
         // from <img> and <script> of any page without an Origin, so it only ever reads.
-        router.get("/jsonrpc") { request, _ in
+        router.get("/jsonrpc") { request, context in
             var call: [String: JSONValue] = ["jsonrpc": "2.0"]
             if let method = request.uri.queryParameters.get("method") { call["method"] = .string(method) }
             if let id = request.uri.queryParameters.get("id") { call["id"] = .string(id) }
@@ -33,7 +33,7 @@ enum DaemonRoutes {
                 }
                 call["params"] = params
             }
-            return answer(await rpc.respond(to: JSONValue.object(call).data, readOnly: true))
+            return answer(await rpc.respond(to: JSONValue.object(call).data, readOnly: true, client: context.remoteAddress?.ipAddress))
         }
         return router
     }
@@ -47,12 +47,13 @@ enum DaemonRoutes {
                         body: .init(byteBuffer: ByteBuffer(bytes: answer.bytes)))
     }
 
-    static func webSocketRouter(rpc: Aria2RPC, notifier: Notifier, gate: RequestGate) -> Router<BasicWebSocketRequestContext> {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+    static func webSocketRouter(rpc: Aria2RPC, notifier: Notifier, gate: RequestGate) -> Router<DaemonRequestContext> {
+        let router = Router(context: DaemonRequestContext.self)
         router.ws("/jsonrpc", shouldUpgrade: { request, _ in
             try gate.check(request)
             return .upgrade([:])
-        }) { inbound, outbound, _ in
+        }) { inbound, outbound, context in
+            let client = context.requestContext.remoteAddress?.ipAddress
             // Ends when the daemon stops (the notifier closes every stream), so the socket closes then.
             let notifications = notifier.subscribe()
             // One writer, so a long answer split into frames never interleaves with a notification.
@@ -71,7 +72,7 @@ enum DaemonRoutes {
                         case .text(let string): text = string
                         case .binary(let buffer): text = String(buffer: buffer)
                         }
-                        queue.yield(await rpc.respond(to: Data(text.utf8)).description)
+                        queue.yield(await rpc.respond(to: Data(text.utf8), client: client).description)
                     }
                 }
                 // The client left, the daemon is stopping, or a write failed: end the rest.

@@ -42,10 +42,11 @@ final class Listener: Service {
         let webSocketResponder = DaemonRoutes.webSocketRouter(rpc: rpc, notifier: notifier, gate: gate).buildResponder()
         let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
             http1: .init(idleTimeout: .seconds(60)), ws: .init(maxFrameSize: 1 << 20))
-        let connections = connections
+        let (connections, logger) = (connections, logger)
         let server = HTTPServerBuilder { responder in
-            connections.tracking(HTTP1WebSocketUpgradeChannel(
-                responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration))
+            connections.tracking(WebSocketHandshakeGate.guarding(HTTP1WebSocketUpgradeChannel(
+                responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
+                gate: gate, logger: logger))
         }
         let configuration = configuration
         let app = Application(

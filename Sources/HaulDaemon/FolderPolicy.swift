@@ -24,11 +24,24 @@ struct FolderPolicy: Sendable {
         return path
     }
 
-    /// The file for an `out` option inside `folder`: a relative path without `..`.
+    /// The file for an `out` option inside `folder`: a relative path without `..` that ends in
+    /// a name (not `.`, `..` or `/`), each part short enough for the file system.
     func file(_ out: String, in folder: String) throws(RPCError) -> String {
         try Self.refuseControlCharacters(out, "out")
-        guard !out.hasPrefix("/"), !out.split(separator: "/").contains("..") else {
+        let parts = out.split(separator: "/", omittingEmptySubsequences: false)
+        guard !out.hasPrefix("/"), !parts.contains("..") else {
             throw .failed("out must be a file name inside dir, not \(out)")
+        }
+        // `.` or `sub/` would make the folder itself the file: it fails only once the server
+        // answers, after tellStatus has shown the folder's parent as its dir.
+        guard let name = parts.last, !name.isEmpty, name != "." else {
+            throw .failed("out must end in a file name, not \(out.debugDescription)")
+        }
+        if let long = parts.dropLast().first(where: { $0.utf8.count > Self.maxNameBytes }) {
+            throw .failed("out has a folder name of \(long.utf8.count) bytes; the file system takes at most \(Self.maxNameBytes)")
+        }
+        guard name.utf8.count <= Self.maxFileNameBytes else {
+            throw .failed("out's file name is \(name.utf8.count) bytes; it may be at most \(Self.maxFileNameBytes) (the file system's \(Self.maxNameBytes) less \(Self.partSuffix) while it downloads)")
         }
         let path = Self.normalized(folder + "/" + out)
         guard !confined || Self.contains(root, path) else {
@@ -36,6 +49,13 @@ struct FolderPolicy: Sendable {
         }
         return path
     }
+
+    /// `NAME_MAX`: the longest name of a file or folder, in bytes (Linux file systems, APFS).
+    static let maxNameBytes = 255
+    /// What the file is called while it downloads: the name and this.
+    static let partSuffix = ".part"
+    /// The longest name `out` may end in, so that its part file's name fits too.
+    static let maxFileNameBytes = maxNameBytes - partSuffix.utf8.count
 
     static func refuseControlCharacters(_ text: String, _ name: String) throws(RPCError) {
         if let bad = text.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {

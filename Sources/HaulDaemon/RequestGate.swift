@@ -17,7 +17,7 @@ import Synchronization
 ///
 /// The GET form of `/jsonrpc` is read-only besides (see ``Aria2RPC/readOnlyMethods``).
 struct RequestGate: RouterMiddleware {
-    typealias Context = BasicWebSocketRequestContext
+    typealias Context = DaemonRequestContext
     let names: DaemonNames
     let allowOriginAll: Bool
 
@@ -31,29 +31,48 @@ struct RequestGate: RouterMiddleware {
             if let asked = request.headers[.accessControlRequestHeaders] { headers[.accessControlAllowHeaders] = asked }
             return Response(status: .ok, headers: headers)
         }
-        try check(request)
+        do { try check(request) } catch {
+            // Said once on the daemon's side too: the page's user sees only that it failed.
+            context.logger.notice("refused \(request.method) \(request.uri.path) from \(context.remoteAddress?.ipAddress ?? "?"): \(error.body ?? "")")
+            throw error
+        }
         var response = try await next(request, context)
         if allowOriginAll { response.headers[.accessControlAllowOrigin] = "*" }
         return response
     }
 
     /// Throws a 403 that says why, for a request a web page of another site could have sent.
-    func check(_ request: Request) throws {
-        try checkHost(request)
-        if allowOriginAll { return }
-        if let origin = request.headers[.origin], !names.isOwn(origin: origin) {
-            throw HTTPError(.forbidden, message: "requests from web pages at \(origin) are refused; start the daemon with --rpc-allow-origin-all to allow them")
-        }
-        if request.uri.path.hasPrefix("/jsonrpc"), let site = request.headers[.secFetchSite], site == "cross-site" || site == "same-site" {
-            throw HTTPError(.forbidden, message: "requests sent by web pages of another site are refused; start the daemon with --rpc-allow-origin-all to allow them")
+    func check(_ request: Request) throws(HTTPError) {
+        if let reason = refusal(host: request.head.authority, origin: request.headers[.origin], path: request.uri.path,
+                                fetchSite: request.headers[.secFetchSite]) {
+            throw HTTPError(.forbidden, message: reason)
         }
     }
 
-    func checkHost(_ request: Request) throws {
-        let host = request.head.authority ?? ""
-        guard names.accepts(host: host) else {
-            throw HTTPError(.forbidden, message: "Host \(host.isEmpty ? "(none)" : host) refused: this daemon answers to \(names.description) only (add a name with --rpc-allow-host)")
+    func checkHost(_ request: Request) throws(HTTPError) {
+        if let reason = refusal(host: request.head.authority) { throw HTTPError(.forbidden, message: reason) }
+    }
+
+    /// Why a request with these headers is refused (answered `403`), or nil when it is not.
+    /// Shared by the HTTP routes and the WebSocket handshake (``WebSocketHandshakeGate``).
+    func refusal(host: String?, origin: String?, path: String, fetchSite: String?) -> String? {
+        if let reason = refusal(host: host) { return reason }
+        if allowOriginAll { return nil }
+        if let origin, !names.isOwn(origin: origin) {
+            return "requests from web pages at \(origin) are refused; start the daemon with --rpc-allow-origin-all to allow them"
         }
+        if path.hasPrefix("/jsonrpc"), let fetchSite, fetchSite == "cross-site" || fetchSite == "same-site" {
+            return "requests sent by web pages of another site are refused; start the daemon with --rpc-allow-origin-all to allow them"
+        }
+        return nil
+    }
+
+    func refusal(host: String?) -> String? {
+        let host = host ?? ""
+        guard names.accepts(host: host) else {
+            return "Host \(host.isEmpty ? "(none)" : host) refused: this daemon answers to \(names.description) only (add a name with --rpc-allow-host)"
+        }
+        return nil
     }
 }
 

@@ -26,6 +26,11 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Secret every call must carry as its first parameter, token:SECRET (default: $HAUL_RPC_SECRET).")
     var rpcSecret: String?
 
+    @Flag(help: ArgumentHelp(
+        "Print the web page's address with the secret in it (#token=SECRET), which opens the page signed in.",
+        discussion: "Without it the daemon never prints the secret: what it prints often ends up in logs (journald, a terminal's scrollback, CI output). daemon.json in the state folder holds it, readable by you only."))
+    var printToken = false
+
     @Flag(help: "Answer web pages from any origin (for web front ends served elsewhere, like aria2's option).")
     var rpcAllowOriginAll = false
 
@@ -107,10 +112,13 @@ struct DaemonCommand: AsyncParsableCommand {
             return handler
         }
         let stateDirectory = configuration.stateDirectory
+        let printToken = printToken
         do {
             try await Daemon.run(configuration, logger: Logger(label: "haul-daemon")) { endpoint in
                 guard !quiet else { return }
-                Terminal.error("daemon listening on \(endpoint.rpcURL) (state: \(stateDirectory)); web page: \(endpoint.pageURL)")
+                let page = printToken ? endpoint.pageURL : endpoint.pageBaseURL
+                let asks = endpoint.secret != nil && !printToken ? " (it asks for the secret; --print-token prints an address that carries it)" : ""
+                Terminal.error("daemon listening on \(endpoint.rpcURL) (state: \(stateDirectory)); web page: \(page)\(asks)")
             }
         } catch let failure as Daemon.Failure {
             Terminal.error(failure.description)

@@ -273,9 +273,9 @@ import Testing
             // A global proxy applies to new downloads; its password is not shown.
             let port = try closedPort()
             #expect(try await t.call("aria2.changeGlobalOption", [["all-proxy": .string("http://u:hidden@127.0.0.1:\(port)"),
-                                                                     "check-certificate": "false"]]) == "OK")
+                                                                     "check-certificate": "true"]]) == "OK")
             let global = try await t.call("aria2.getGlobalOption")
-            #expect(global["all-proxy"] == .string("http://127.0.0.1:\(port)") && global["check-certificate"] == "false")
+            #expect(global["all-proxy"] == .string("http://127.0.0.1:\(port)") && global["check-certificate"] == "true")
             #expect(!"\(global)".contains("hidden"))
             let proxied = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["out": "third.bin", "max-tries": "1"]]).string)
             let failed = try await t.waitFor(proxied) { $0["status"] == "error" }

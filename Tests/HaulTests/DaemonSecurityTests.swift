@@ -79,6 +79,34 @@ import Testing
         }
     }
 
+    @Test func aRefusedWebSocketHandshakeSaysWhyAndIsLogged() async throws {
+        try await withDaemon(quiet: false) { t async throws in
+            let port = t.daemon.endpoint.port
+            let upgrade = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
+                ("Host", "127.0.0.1:\(port)"), ("Origin", "http://ariang.example:8099"), ("Upgrade", "websocket"),
+                ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+            ])
+            // hummingbird-websocket's own answer was a bare 400: AriaNg's user saw "Cannot connect to aria2!" and nothing more.
+            #expect(upgrade.status == 403)
+            let message = try JSONValue.parse(Data(upgrade.body.utf8))["error"]?["message"]?.string ?? ""
+            #expect(message.contains("http://ariang.example:8099") && message.contains("--rpc-allow-origin-all"), "\(upgrade.body)")
+            #expect(!message.contains("\n"))
+            // Shown at the daemon's default level, once, with the origin.
+            let logged = try await t.daemon.logLines(containing: "WebSocket", "http://ariang.example:8099")
+            #expect(logged.count == 1, "\(t.daemon.log)")
+            // A Host the daemon does not answer to is a 403 that says so too.
+            let rebound = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
+                ("Host", "evil.example:\(port)"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+            ])
+            #expect(rebound.status == 403 && rebound.body.contains("--rpc-allow-host"), "\(rebound.body)")
+            // A refused POST is logged the same way.
+            _ = try post(t.daemon, host: "127.0.0.1:\(port)", #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion"}"#,
+                         headers: [("Origin", "http://other-page.example")])
+            #expect(try await t.daemon.logLines(containing: "http://other-page.example", "--rpc-allow-origin-all").count == 1)
+        }
+    }
+
     @Test func theGetFormOnlyReads() async throws {
         try await withDaemon(["--rpc-allow-origin-all"]) { t async throws in
             let port = t.daemon.endpoint.port
@@ -158,6 +186,110 @@ import Testing
             let answer = try RawHTTP.exchange(port: port, "POST", "/jsonrpc", headers: [("Host", "127.0.0.1:\(port)")], body: batch, timeout: 60)
             let answers = try #require(try JSONValue.parse(Data(answer.body.utf8)).array)
             #expect(answers.count == 10_000 && answers.allSatisfy { $0["error"]?["message"] == "Unauthorized" })
+        }
+    }
+
+    @Test func wrongTokensFromOneAddressWaitTheirTurn() async throws {
+        try await withDaemon(["--rpc-secret", "right"]) { t async throws in
+            let port = t.daemon.endpoint.port
+            func send(_ token: String, from source: String = "127.0.0.1") async throws -> (Duration, String) {
+                let body = #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:\#(token)"]}"#
+                let start = ContinuousClock.now
+                let answer = try await onThread {
+                    try RawHTTP.exchange(port: port, "POST", "/jsonrpc", headers: [("Host", "127.0.0.1:\(port)")], body: body, from: source)
+                }
+                return (ContinuousClock.now - start, answer.body)
+            }
+            let start = ContinuousClock.now
+            try await withThrowingTaskGroup(of: (String, Duration, String).self) { group in
+                for _ in 0..<5 { group.addTask { let (took, body) = try await send("wrong"); return ("guess", took, body) } }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(200))
+                    let (took, body) = try await send("wrong", from: "127.0.0.2")
+                    return ("other address", took, body)
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(200))
+                    let (took, body) = try await send("right")
+                    return ("right token", took, body)
+                }
+                var guesses: [Duration] = []
+                for try await (what, took, body) in group {
+                    switch what {
+                    case "guess":
+                        #expect(body.contains("Unauthorized"))
+                        guesses.append(took)
+                    case "other address":
+                        #expect(body.contains("Unauthorized"))
+                        #expect(took < .milliseconds(1900), "another address waits for its own guesses only: \(took)")
+                    default:
+                        #expect(body.contains("version"))
+                        #expect(took < .milliseconds(800), "a right token waits for nothing: \(took)")
+                    }
+                }
+                // Answered one a second: at about 1, 2, 3, 4 and 5 s (each was 1 s, all at once, before).
+                guesses.sort()
+                for (turn, took) in guesses.enumerated() {
+                    #expect(took >= .milliseconds(900 * (turn + 1)), "guess \(turn + 1) answered after \(took)")
+                }
+            }
+            #expect(ContinuousClock.now - start < .seconds(8))
+        }
+    }
+
+    @Test func aBatchOfTokensIsOneGuess() async throws {
+        try await RPCFixture.with(secret: "right") { f async throws in
+            // The right token after a wrong one in the same request is not even compared.
+            let answers = await f.answer(#"[{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:wrong"]},"# +
+                                         #"{"jsonrpc":"2.0","id":2,"method":"aria2.getVersion","params":["token:right"]}]"#)
+            #expect(answers.array?.map { $0["error"]?["message"] } == ["Unauthorized", "Unauthorized"])
+            #expect(try await f.call("aria2.getVersion")["version"] != nil)
+        }
+    }
+
+    @Test func theDaemonPrintsItsSecretOnlyWhenAsked() async throws {
+        let secret = "Sekr1tToken42"
+        try await withDaemon(["--rpc-secret", secret], quiet: false) { t async throws in
+            let line = try #require(try await t.daemon.logLines(containing: "daemon listening").first)
+            #expect(line.contains("web page: http://127.0.0.1:\(t.daemon.endpoint.port)/ "), "\(line)")
+            #expect(line.contains("--print-token"))
+            #expect(!t.daemon.log.contains(secret))
+        }
+        try await withDaemon(["--rpc-secret", secret, "--print-token"], quiet: false) { t async throws in
+            let line = try #require(try await t.daemon.logLines(containing: "daemon listening").first)
+            #expect(line.contains("http://127.0.0.1:\(t.daemon.endpoint.port)/#token=\(secret)"), "\(line)")
+        }
+    }
+
+    @Test func globalOptionChangesAreLoggedAndCertificateChecksNeedTheOwner() async throws {
+        try await withDaemon(quiet: false) { t async throws in
+            do {
+                try await t.daemon.call("aria2.changeGlobalOption", [["check-certificate": "false"]])
+                Issue.record("check-certificate=false was accepted without a secret")
+            } catch {
+                #expect("\(error)".contains("--rpc-secret") && "\(error)".contains("--check-certificate=false"), "\(error)")
+            }
+            #expect(try await t.daemon.call("aria2.getGlobalOption")["check-certificate"] == "true")
+            // One download's own option concerns that download only: still allowed.
+            _ = try await t.daemon.call("aria2.addUri", [[.string(t.server.url("/x.bin"))], ["check-certificate": "false", "pause": "true"]])
+
+            try await t.daemon.call("aria2.changeGlobalOption", [[
+                "all-proxy": "http://bob:proxy-pw-31@127.0.0.1:3128", "http-user": "bob", "http-passwd": "http-pw-47", "max-tries": "7",
+            ]])
+            let lines = try await t.daemon.logLines(containing: "changeGlobalOption")
+            #expect(lines.count == 4, "\(t.daemon.log)")
+            #expect(lines.contains { $0.contains("all-proxy=") && $0.contains("127.0.0.1:3128") })
+            #expect(lines.contains { $0.contains("http-passwd=\"********\"") })
+            #expect(lines.contains { $0.contains("max-tries=\"7\"") && $0.contains("127.0.0.1") })
+            #expect(!t.daemon.log.contains("proxy-pw-31") && !t.daemon.log.contains("http-pw-47"))
+        }
+        // Whoever starts the daemon may turn the checks off: on its command line, or with a secret.
+        try await withDaemon(["--check-certificate=false"]) { t async throws in
+            #expect(try await t.daemon.call("aria2.getGlobalOption")["check-certificate"] == "false")
+        }
+        try await withDaemon(["--rpc-secret", "s"]) { t async throws in
+            try await t.daemon.call("aria2.changeGlobalOption", [["check-certificate": "false"]])
+            #expect(try await t.daemon.call("aria2.getGlobalOption")["check-certificate"] == "false")
         }
     }
 

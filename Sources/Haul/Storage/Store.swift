@@ -36,9 +36,11 @@ final class Store: Sendable {
         // to the database every 4000 pages of log (not SQLite's 1000) they are copied once for
         // many changes, and with 8 MiB of cache (not 2) the writer rereads none of them. The
         // readers keep SQLite's cache: they read a few pages now and then.
+        // secure_delete: a row deleted (a download removed or purged) is overwritten with zeros,
+        // not left in the file's free space: its request may hold passwords.
         configuration.prepareDatabase { db in
             guard !db.configuration.readonly else { return }
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -8192")
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -8192; PRAGMA secure_delete = ON")
         }
         let path = path
         do {

@@ -83,6 +83,17 @@ struct DaemonProcess {
         }
     }
 
+    /// The lines of its log that contain every one of `parts`, once one has appeared (at most
+    /// `timeout`): the daemon writes its log as things happen, not before it answers.
+    func logLines(containing parts: String..., timeout: Duration = .seconds(5)) async throws -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let lines = log.split(separator: "\n").map(String.init).filter { line in parts.allSatisfy { line.contains($0) } }
+            if !lines.isEmpty || ContinuousClock.now >= deadline { return lines }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
@@ -98,13 +109,13 @@ struct DaemonFixture {
 }
 
 /// Runs `body` with a fresh server and a daemon started with `arguments`, and stops both (and removes the folder) however
-/// `body` ends.
-func withDaemon(_ arguments: [String] = [], _ body: (DaemonFixture) async throws -> Void) async throws {
+/// `body` ends. `quiet: false` leaves out `-q`, so the daemon logs what it shows by default.
+func withDaemon(_ arguments: [String] = [], quiet: Bool = true, _ body: (DaemonFixture) async throws -> Void) async throws {
     let server = try await FaultServer.start()
     let dir = try TestDirectory()
     let daemon: DaemonProcess
     do {
-        daemon = try await DaemonProcess.start(state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads"), "-q"] + arguments)
+        daemon = try await DaemonProcess.start(state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads")] + (quiet ? ["-q"] : []) + arguments)
     } catch {
         try? await server.shutdown()
         dir.remove()

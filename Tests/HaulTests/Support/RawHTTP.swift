@@ -13,9 +13,10 @@ enum RawHTTP {
         var description: String
     }
 
-    /// `method target` with `headers` (written in order; add `Host` yourself) and `body`.
+    /// `method target` with `headers` (written in order; add `Host` yourself) and `body`, sent
+    /// from `source` (another loopback address is another client to the daemon).
     static func exchange(port: Int, _ method: String, _ target: String, headers: [(String, String)], body: String = "",
-                         timeout: Int = 30) throws -> Answer {
+                         timeout: Int = 30, from source: String? = nil) throws -> Answer {
         var text = "\(method) \(target) HTTP/1.1\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.utf8.count)\r\n" }
@@ -25,6 +26,15 @@ enum RawHTTP {
         defer { close(fd) }
         var wait = timeval(tv_sec: timeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw Failure(description: "bind to \(source) failed: errno \(errno)") }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -52,5 +62,13 @@ enum RawHTTP {
               let status = Int(response.split(separator: " ", maxSplits: 2).dropFirst().first ?? "")
         else { throw Failure(description: "no HTTP answer: \(response.prefix(200))") }
         return Answer(status: status, head: String(response[..<split.lowerBound]), body: String(response[split.upperBound...]))
+    }
+}
+
+/// Runs blocking work (a ``RawHTTP`` exchange) on a thread of its own, so that many can wait
+/// at once without holding the few threads of Swift's cooperative pool.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
