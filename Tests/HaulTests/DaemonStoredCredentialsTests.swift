@@ -59,4 +59,43 @@ import Testing
             #expect(Self.contains(bytes, "http-pw-kept"), "an unfinished download keeps its credentials")
         }
     }
+
+    @Test func aCompletedDownloadKeepsNoPassword() async throws {
+        try await withDaemon { t async throws in
+            let (server, daemon) = (t.server, t.daemon)
+            server.serve("/done.bin", Route(content: testBytes(1000, seed: 1)))
+            var options = Self.credentials("finished").object ?? [:]
+            options["header"] = .array(["Authorization: Bearer token-finished", "X-Kept: 1"])
+            let done = try await daemon.call("aria2.addUri", [[.string(server.url("/done.bin"))], .object(options)])
+            _ = try await daemon.waitFor(done.string ?? "") { $0["status"] == "complete" }
+            // Still listed, with what is not secret.
+            let kept = try await daemon.call("aria2.getOption", [done])
+            #expect(kept["http-user"] == "user" && kept["http-passwd"] == nil, "\(kept)")
+            #expect(try await daemon.stop() == 0)
+            let bytes = try Self.storeBytes(daemon.stateDirectory)
+            for secret in ["http-pw-finished", "proxy-pw-finished", "url-pw-finished", "token-finished"] {
+                #expect(!Self.contains(bytes, secret), "\(secret) is still in the store")
+            }
+            #expect(Self.contains(bytes, "X-Kept"))
+        }
+    }
+
+    @Test func haulGetAgainWithItsCredentialsChecksTheFinishedFile() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var route = Route(content: testBytes(3000, seed: 4))
+        route.requiredHeaders = [("Authorization", "Basic " + Data("me:pw-get".utf8).base64EncodedString())]
+        server.serve("/f.bin", route)
+        let arguments = ["get", "-q", "--max-tries", "1", "--http-user", "me", "-d", "out", "--state-dir", dir.file("state"), server.url("/f.bin")]
+        for _ in 0..<2 {
+            let (status, _, stderr) = try await HaulProcess.capture(arguments, in: dir.path, environment: ["HAUL_HTTP_PASSWD": "pw-get"])
+            #expect(status == 0, "\(stderr)")
+        }
+        try await server.shutdown()
+        #expect(dir.contents("out/f.bin") == route.content)
+        // The second run asked the server with the credentials given again (the file was complete).
+        #expect(server.stats("/f.bin").requests.count >= 2)
+        #expect(!Self.contains(try Self.storeBytes(dir.file("state")), "pw-get"))
+    }
 }

@@ -96,7 +96,7 @@ public final class Downloader: Sendable {
     /// - Throws: ``DownloadError`` when the store or the cookie file cannot be written.
     public func shutdown() async throws {
         var failure: (any Error)?
-        do { try await store.flush() } catch { failure = error }
+        do { try await store.close() } catch { failure = error }
         if let path = configuration.saveCookies {
             do throws(DownloadError) { try cookies.save(to: path) } catch { failure = failure ?? error }
         }

@@ -70,6 +70,12 @@ extension DownloadManager {
                         requeueExisting: Bool) async throws(DownloadError) -> ID {
         if let existing = byRequest.find(RequestIndex.Key(request), fetches: fetches) {
             if requeueExisting {
+                // Asked for again with today's options: a finished download kept none of its
+                // secrets, and the next attempt needs them.
+                if let entry = entries[existing], entry.request != request, !entry.lifecycle.isRunning {
+                    entries[existing]?.request = request
+                    if let patch = try? RowPatch.request(request) { store.writer.update(existing, patch) }
+                }
                 requeue(existing)
             } else if entries[existing]?.lifecycle.status == .failed {
                 // Asked for again: try again.

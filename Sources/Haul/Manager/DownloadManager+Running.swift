@@ -140,6 +140,11 @@ extension DownloadManager {
                 if status == .completed, let result = lifecycle?.result {
                     patch.set(.path, result.path)
                     patch.set(.resultBytes, result.bytes)
+                    // Its secrets were for fetching it; a finished download does not keep them.
+                    if let plain = entries[id]?.request.withoutSecrets, let stored = try? DownloadRow.storedOptions(of: plain) {
+                        entries[id]?.request = plain
+                        patch.set(.request, stored)
+                    }
                 }
                 store.writer.update(id, patch)
             case .announce(let announcement):

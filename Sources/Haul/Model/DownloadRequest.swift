@@ -157,6 +157,28 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         var confinement: String?
     }
 
+    /// The request without the secrets it carries — Basic and proxy passwords, credentials in
+    /// proxy URLs, `Authorization`, `Proxy-Authorization` and `Cookie` headers — or nil when it
+    /// carries none. A finished download keeps only this: its secrets were needed to fetch it,
+    /// not to remember it. A password written inside the URL stays: the URL is the download's
+    /// identity (give it with `--http-passwd` instead).
+    public var withoutSecrets: DownloadRequest? {
+        let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+        let proxy = network.proxy
+        // Asked of every download that completes: most carry nothing, and are not copied.
+        guard network.password != nil || proxy.password != nil
+            || [proxy.all, proxy.http, proxy.https].contains(where: { $0?.contains("@") == true })
+            || headers.contains(where: { secretHeaders.contains($0.name.lowercased()) }) else { return nil }
+        var plain = self
+        plain.network.password = nil
+        plain.network.proxy.password = nil
+        for keyPath in [\ProxySettings.all, \ProxySettings.http, \ProxySettings.https] {
+            plain.network.proxy[keyPath: keyPath] = plain.network.proxy[keyPath: keyPath].map(URLRedaction.redact)
+        }
+        plain.headers.removeAll { secretHeaders.contains($0.name.lowercased()) }
+        return plain == self ? nil : plain
+    }
+
     /// The URL as it may be shown: without the credentials it may carry.
     public var displayURL: String { URLRedaction.redact(url) }
 

@@ -136,4 +136,19 @@ final class Store: Sendable {
     func flush() async throws(DownloadError) {
         try await writer.flush()
     }
+
+    /// Writes what is left, then copies the log into the database and empties it: the log
+    /// keeps old copies of rows (a finished download's credentials among them) until then.
+    /// Another process still reading keeps its part of the log; that is not a failure.
+    func close() async throws(DownloadError) {
+        try await writer.flush()
+        let database = database
+        do {
+            try await database.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            return
+        } catch {
+            throw .io("cannot save the download records in \(path): \(StoreWriter.reason(error)); \(StoreWriter.advice(error)), then run again")
+        }
+    }
 }
