@@ -43,32 +43,58 @@ public actor Aria2RPC {
         sessionID = (0..<40).map { _ in String(Int.random(in: 0..<16), radix: 16) }.joined()
     }
 
-    static let methods = [
-        "aria2.addUri", "aria2.addTorrent", "aria2.getPeers", "aria2.addMetalink", "aria2.remove", "aria2.pause",
-        "aria2.forcePause", "aria2.pauseAll", "aria2.forcePauseAll", "aria2.unpause", "aria2.unpauseAll",
-        "aria2.forceRemove", "aria2.changePosition", "aria2.tellStatus", "aria2.getUris", "aria2.getFiles",
-        "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.getOption",
-        "aria2.changeUri", "aria2.changeOption", "aria2.getGlobalOption", "aria2.changeGlobalOption",
-        "aria2.purgeDownloadResult", "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo",
-        "aria2.shutdown", "aria2.forceShutdown", "aria2.getGlobalStat", "aria2.saveSession", "system.multicall",
-        "system.listMethods", "system.listNotifications",
+    /// One of aria2's methods: who may call it and whether it changes anything.
+    struct Method: Sendable {
+        enum Access: Sendable {
+            /// Answers without the secret, as in aria2 (a multicall's calls carry their own); reads only.
+            case open
+            /// Needs the secret; reads only, so the GET form of `/jsonrpc` may call it.
+            case reads
+            /// Needs the secret and changes the daemon's state: `POST` and WebSocket only.
+            case changes
+        }
+
+        let name: String
+        let access: Access
+    }
+
+    /// aria2's methods, each named once, in aria2's order (`system.listMethods`). The GET form
+    /// answers only those that read: a browser sends that form from `<img>` and `<script>` of
+    /// any page, so it must change nothing.
+    static let table: [Method] = [
+        .init(name: "aria2.addUri", access: .changes), .init(name: "aria2.addTorrent", access: .changes),
+        .init(name: "aria2.getPeers", access: .reads), .init(name: "aria2.addMetalink", access: .changes),
+        .init(name: "aria2.remove", access: .changes), .init(name: "aria2.pause", access: .changes),
+        .init(name: "aria2.forcePause", access: .changes), .init(name: "aria2.pauseAll", access: .changes),
+        .init(name: "aria2.forcePauseAll", access: .changes), .init(name: "aria2.unpause", access: .changes),
+        .init(name: "aria2.unpauseAll", access: .changes), .init(name: "aria2.forceRemove", access: .changes),
+        .init(name: "aria2.changePosition", access: .changes), .init(name: "aria2.tellStatus", access: .reads),
+        .init(name: "aria2.getUris", access: .reads), .init(name: "aria2.getFiles", access: .reads),
+        .init(name: "aria2.getServers", access: .reads), .init(name: "aria2.tellActive", access: .reads),
+        .init(name: "aria2.tellWaiting", access: .reads), .init(name: "aria2.tellStopped", access: .reads),
+        .init(name: "aria2.getOption", access: .reads), .init(name: "aria2.changeUri", access: .changes),
+        .init(name: "aria2.changeOption", access: .changes), .init(name: "aria2.getGlobalOption", access: .reads),
+        .init(name: "aria2.changeGlobalOption", access: .changes), .init(name: "aria2.purgeDownloadResult", access: .changes),
+        .init(name: "aria2.removeDownloadResult", access: .changes), .init(name: "aria2.getVersion", access: .reads),
+        .init(name: "aria2.getSessionInfo", access: .reads), .init(name: "aria2.shutdown", access: .changes),
+        .init(name: "aria2.forceShutdown", access: .changes), .init(name: "aria2.getGlobalStat", access: .reads),
+        .init(name: "aria2.saveSession", access: .changes), .init(name: "system.multicall", access: .open),
+        .init(name: "system.listMethods", access: .open), .init(name: "system.listNotifications", access: .open),
     ]
+
+    /// The methods' names, in ``table``'s order.
+    static let methods = table.map(\.name)
 
     static let notifications = [
         "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",
         "aria2.onDownloadError", "aria2.onBtDownloadComplete",
     ]
 
-    /// Methods that answer without the secret, as in aria2 (a multicall's calls carry their own).
-    static let open: Set<String> = ["system.listMethods", "system.listNotifications", "system.multicall"]
+    /// Methods that answer without the secret (``table``'s `.open` ones).
+    static let open = Set(table.filter { $0.access == .open }.map(\.name))
 
-    /// Methods that only read, the only ones the GET form of `/jsonrpc` answers (a browser
-    /// sends that form from `<img>` and `<script>` of any page, so it must change nothing).
-    static let readOnlyMethods: Set<String> = [
-        "aria2.tellStatus", "aria2.getUris", "aria2.getFiles", "aria2.getServers", "aria2.getPeers", "aria2.tellActive",
-        "aria2.tellWaiting", "aria2.tellStopped", "aria2.getOption", "aria2.getGlobalOption", "aria2.getGlobalStat",
-        "aria2.getVersion", "aria2.getSessionInfo", "system.multicall", "system.listMethods", "system.listNotifications",
-    ]
+    /// Methods that only read, the only ones the GET form of `/jsonrpc` answers.
+    static let readOnlyMethods = Set(table.filter { $0.access != .changes }.map(\.name))
 
     /// How a request (one HTTP request or WebSocket message) may act and what it did.
     struct Exchange {
