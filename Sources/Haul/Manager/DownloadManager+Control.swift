@@ -188,7 +188,8 @@ extension DownloadManager {
         let work = Task {
             for task in tasks { await task.wait() }
             // What the transfers recorded on their way out is written before anyone exits.
-            do throws(DownloadError) { try await store.flush() } catch { storeFailure = storeFailure ?? error }
+            // A failure here is the writer's, and read from it (``failure``).
+            do throws(DownloadError) { try await store.flush() } catch {}
             hub.finish()
             wakeIdleWaiters()
         }

@@ -14,7 +14,7 @@ extension DownloadManager {
     }
 
     /// The store's error, once writing to it failed: every download stopped with it.
-    public var failure: DownloadError? { storeFailure ?? hub.storeFailure }
+    public var failure: DownloadError? { storeFailure }
 
     /// Changes a download's URL or options (headers, checksum, connections, rate limit, …).
     ///

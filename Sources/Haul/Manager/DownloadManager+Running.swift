@@ -276,7 +276,7 @@ extension DownloadManager {
         }
         entries[id]?.live?.task = nil
         transition(id) { $0.attemptEnded(attempt, outcome) }
-        if let failure = storeFailure ?? hub.storeFailure {
+        if let failure = storeFailure {
             halt(failure)
             transition(id) { $0.fail(failure) }
         }
@@ -286,9 +286,8 @@ extension DownloadManager {
     /// The store failed: nothing more can be recorded, so every download stops where it is
     /// (its bytes stay in its part file) and reports the store's error.
     func halt(_ failure: DownloadError) {
-        let first = storeFailure == nil
-        storeFailure = failure
-        guard first else { return }
+        guard !halted else { return }
+        halted = true
         for id in Array(index.active) { transition(id) { $0.shutdown() } }
         for key in index.waiting.elements(from: 0, limit: index.waiting.count) {
             transition(key.id) { $0.fail(failure) }

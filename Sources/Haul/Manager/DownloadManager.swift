@@ -119,8 +119,10 @@ public actor DownloadManager {
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     var isShutDown = false
     var shuttingDown: Task<Void, Never>?
-    /// The store failed: every download stopped with this error.
-    var storeFailure: DownloadError?
+    /// The store failed (its writer's first failed transaction): downloads stop with it.
+    var storeFailure: DownloadError? { store.writer.failure }
+    /// Every download was stopped for the store's failure (``halt(_:)`` ran).
+    var halted = false
 
     /// Runs one attempt instead of the engine: tests of the queue's own cost use one that
     /// finishes at once, without the network.
@@ -146,10 +148,6 @@ public actor DownloadManager {
         hosts = HostConnections(limit: configuration.maxConnectionsPerHost)
         queue = configuration.queue
         maxConcurrent = configuration.maxConcurrentDownloads
-        let hub = hub
-        store.writer.setFailureHandler { _, error in
-            hub.storeFailed(error)
-        }
     }
 
     // MARK: Observing
@@ -266,8 +264,6 @@ public actor DownloadManager {
 final class EventHub: Sendable {
     private struct State {
         var subscribers: [UUID: AsyncStream<DownloadManager.Event>.Continuation] = [:]
-        /// A store failure, for the manager to act on at its next step.
-        var storeFailure: DownloadError?
     }
 
     private let state = Mutex(State())
@@ -301,11 +297,6 @@ final class EventHub: Sendable {
         for subscriber in subscribers { subscriber.finish() }
     }
 
-    func storeFailed(_ error: DownloadError) {
-        state.withLock { $0.storeFailure = $0.storeFailure ?? error }
-    }
-
-    var storeFailure: DownloadError? { state.withLock { $0.storeFailure } }
 }
 
 /// The latest progress of each running download, written by its transfer (a lock, not an

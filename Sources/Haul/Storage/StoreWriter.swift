@@ -134,8 +134,8 @@ struct RowPatch: Sendable {
 /// and goes into the next one, so a thousand downloads finishing at once cost a few
 /// transactions, not a thousand.
 ///
-/// Nothing is lost quietly: a transaction that fails is reported to ``setFailureHandler(_:)``
-/// with the ids whose changes it held, and to everyone waiting in ``flush()``.
+/// Nothing is lost quietly: a transaction that fails is thrown to everyone waiting in
+/// ``flush()`` and kept as the store's ``failure``.
 final class StoreWriter: Sendable {
     private struct Pending {
         var insert: DownloadRow?
@@ -150,7 +150,9 @@ final class StoreWriter: Sendable {
         /// Waiting for the transaction being written.
         var inflightWaiters: [CheckedContinuation<Void, any Error>] = []
         var worker: Task<Void, Never>?
-        var failureHandler: (@Sendable (Set<DownloadID>, DownloadError) -> Void)?
+        /// The first transaction that failed: the store's failure, which every holder of the
+        /// store reads here (there is no other record of it).
+        var failure: DownloadError?
         var transactions = 0
     }
 
@@ -163,10 +165,9 @@ final class StoreWriter: Sendable {
         self.path = path
     }
 
-    /// Who hears about a failed transaction (the manager: it stops those downloads with the error).
-    func setFailureHandler(_ handler: @escaping @Sendable (Set<DownloadID>, DownloadError) -> Void) {
-        state.withLock { $0.failureHandler = handler }
-    }
+    /// The first failed transaction's error, once one failed: nothing written since can be
+    /// trusted to be there (the manager stops every download with it at its next step).
+    var failure: DownloadError? { state.withLock { $0.failure } }
 
     /// Transactions written so far (for tests: group commits make this much smaller than the changes).
     var transactions: Int { state.withLock { $0.transactions } }
@@ -276,17 +277,17 @@ final class StoreWriter: Sendable {
             } catch {
                 outcome = .failure(failure(error))
             }
-            let (waiters, handler) = state.withLock { state in
+            let waiters = state.withLock { state in
                 state.transactions += 1
+                if case .failure(let error) = outcome, state.failure == nil { state.failure = error }
                 defer { state.inflightWaiters = [] }
-                return (state.inflightWaiters, state.failureHandler)
+                return state.inflightWaiters
             }
             switch outcome {
             case .success:
                 for waiter in waiters { waiter.resume() }
             case .failure(let error):
                 for waiter in waiters { waiter.resume(throwing: error) }
-                handler?(Set(batch.keys), error)
             }
         }
     }
