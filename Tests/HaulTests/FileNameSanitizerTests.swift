@@ -40,18 +40,20 @@ struct FileNameSanitizerTests {
         #expect(FileNameSanitizer.sanitize(name) == expected)
     }
 
-    @Test("caps long names at 255 bytes", arguments: [
-        (String(repeating: "a", count: 300) + ".iso", String(repeating: "a", count: 251) + ".iso"),
-        (String(repeating: "a", count: 300), String(repeating: "a", count: 255)),
-        // Three-byte characters: 84 of them fill 252 bytes, 85 would not fit.
-        (String(repeating: "€", count: 100), String(repeating: "€", count: 85)),
-        (String(repeating: "€", count: 100) + ".txt", String(repeating: "€", count: 83) + ".txt"),
+    // 246 bytes: 255 (NAME_MAX) less ".part" and the ".999" of a name stepped around, so the
+    // part file and every step-around name of a kept name fit.
+    @Test("caps long names at 246 bytes", arguments: [
+        (String(repeating: "a", count: 300) + ".iso", String(repeating: "a", count: 242) + ".iso"),
+        (String(repeating: "a", count: 300), String(repeating: "a", count: 246)),
+        // Three-byte characters: 82 of them fill 246 bytes.
+        (String(repeating: "€", count: 100), String(repeating: "€", count: 82)),
+        (String(repeating: "€", count: 100) + ".txt", String(repeating: "€", count: 80) + ".txt"),
         // An "extension" longer than 32 bytes is just part of the name.
-        ("a." + String(repeating: "b", count: 300), "a." + String(repeating: "b", count: 253)),
+        ("a." + String(repeating: "b", count: 300), "a." + String(repeating: "b", count: 244)),
         // A cut that ends in dots or spaces is trimmed.
-        (String(repeating: "a", count: 250) + "     bbbbbbbbbb", String(repeating: "a", count: 250)),
-        // Exactly 255 bytes stays as is.
-        (String(repeating: "z", count: 251) + ".txt", String(repeating: "z", count: 251) + ".txt"),
+        (String(repeating: "a", count: 241) + "     bbbbbbbbbb", String(repeating: "a", count: 241)),
+        // Exactly 246 bytes stays as is.
+        (String(repeating: "z", count: 242) + ".txt", String(repeating: "z", count: 242) + ".txt"),
     ])
     func longNames(name: String, expected: String) throws {
         let result = try #require(FileNameSanitizer.sanitize(name))
@@ -63,7 +65,7 @@ struct FileNameSanitizerTests {
         // "é" written as e + U+0301 is one character of three bytes.
         let name = String(repeating: "e\u{301}", count: 100)
         let result = try #require(FileNameSanitizer.sanitize(name))
-        #expect(result == String(repeating: "e\u{301}", count: 85))
+        #expect(result == String(repeating: "e\u{301}", count: 82))
     }
 
     @Test("names a file after a URL path", arguments: [
@@ -87,7 +89,7 @@ struct FileNameSanitizerTests {
         ("/pkg/file-1_2.3+4~.bin", "file-1_2.3+4~.bin"),
         ("/...", nil),
         ("/x.", "x"),
-        ("/" + String(repeating: "a", count: 300) + ".txt", String(repeating: "a", count: 251) + ".txt"),
+        ("/" + String(repeating: "a", count: 300) + ".txt", String(repeating: "a", count: 242) + ".txt"),
     ] as [(String, String?)])
     func urlPath(path: String, expected: String?) {
         #expect(FileNameSanitizer.name(fromURLPath: path) == expected)
@@ -95,11 +97,11 @@ struct FileNameSanitizerTests {
 
     /// The shortcut for plain names gives what the full rules give.
     @Test func plainNamesNeedNoRules() {
-        for name in ["a", "file.bin", "x-1_2+3~", "A.B.C", "f9999.bin", String(repeating: "z", count: 255)] {
+        for name in ["a", "file.bin", "x-1_2+3~", "A.B.C", "f9999.bin", String(repeating: "z", count: 246)] {
             #expect(FileNameSanitizer.isPlain(name[...]))
             #expect(FileNameSanitizer.sanitize(name) == name)
         }
-        for name in [".a", "a.", "a b", "a%20", "a\\b", "é", String(repeating: "z", count: 256), ""] {
+        for name in [".a", "a.", "a b", "a%20", "a\\b", "é", String(repeating: "z", count: 247), ""] {
             #expect(!FileNameSanitizer.isPlain(name[...]))
         }
     }

@@ -80,4 +80,21 @@ import Testing
             #expect(try await t.daemon.waitFor(gone) { $0["status"] == "error" }["errorCode"] == "3")
         }
     }
+
+    @Test func aLongNameFromTheServerStillHasRoomForItsPartFile() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        // 253 bytes: a name the file system takes, but not with ".part" after it.
+        var route = Route(content: testBytes(2 << 20, seed: 8))
+        route.contentDisposition = "attachment; filename=\"\(String(repeating: "n", count: 249)).bin\""
+        route.bytesPerSecond = 4 << 20
+        server.serve("/long", route)
+        let (status, _, stderr) = try await HaulProcess.capture(
+            ["get", "-q", "--max-tries", "1", "-d", "out", "--state-dir", dir.file("state"), server.url("/long")], in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))
+        #expect(names == [String(repeating: "n", count: 242) + ".bin"], "\(names)")
+    }
 }

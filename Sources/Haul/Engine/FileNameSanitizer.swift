@@ -6,8 +6,10 @@ import Foundation
 /// download folder (`../`), hide itself (`.name`), smuggle terminal escapes or
 /// right-to-left tricks into listings, or exceed what the file system accepts.
 enum FileNameSanitizer {
-    /// `NAME_MAX` on Linux file systems and APFS, in bytes.
-    static let maxBytes = 255
+    /// The longest name kept, in bytes: `NAME_MAX` (255 on Linux file systems and APFS) less
+    /// what Haul may add to it — `.part` while it downloads, `.999` to step around a file of the
+    /// same name — so that every name made from it can exist.
+    static let maxBytes = 255 - ".part".utf8.count - ".999".utf8.count
     /// Longest `.ext` (dot included) kept across truncation; a longer tail is not an extension.
     static let maxExtensionBytes = 32
 
