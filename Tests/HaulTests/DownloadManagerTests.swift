@@ -173,10 +173,10 @@ import Testing
             #expect(try await waitUntil { fileSize(harness.directory.file("big.bin.part")) > 100_000 })
             // The limit alone: set on the running attempt, which goes on (no pause, no restart).
             try await manager.change(id) { $0.rateLimit = 50 << 10 }
-            #expect(await manager.entries[id]?.live?.limiter?.bytesPerSecond == 50 << 10)
+            #expect(await manager.liveRateLimit(id) == 50 << 10)
             #expect(await manager.download(id)?.request.rateLimit == 50 << 10)
             try await manager.change(id) { $0.rateLimit = 80 << 10 }
-            #expect(await manager.entries[id]?.live?.limiter?.bytesPerSecond == 80 << 10)
+            #expect(await manager.liveRateLimit(id) == 80 << 10)
             #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)"])
             // Anything else restarts it, and the restart runs with the change just made (it ran
             // with the one before).
@@ -186,7 +186,7 @@ import Testing
             }
             #expect(try await waitUntil { log.lifecycle(of: id).count == 4 })
             #expect(log.lifecycle(of: id) == ["added \(id)", "started \(id)", "paused \(id)", "started \(id)"])
-            #expect(await manager.entries[id]?.live?.limiter?.bytesPerSecond == 0)
+            #expect(await manager.liveRateLimit(id) == 0)
             #expect(await manager.download(id)?.request.maxTries == 7)
             #expect(try await log.waitFor("completed \(id)", timeout: .seconds(30)))
             #expect(digest(harness.directory.contents("big.bin")) == digest(route.content))
@@ -359,5 +359,12 @@ import Testing
         await other.shutdown()
         try await second.shutdown()
         try await server.shutdown()
+    }
+}
+
+extension DownloadManager {
+    /// The rate limit set on the running attempt of `id` (0: none), if one runs.
+    func liveRateLimit(_ id: ID) -> Int64? {
+        book.entries[id]?.live?.limiter?.bytesPerSecond
     }
 }

@@ -23,7 +23,7 @@ extension DownloadManager {
     @discardableResult
     public func add(_ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
                     replacing: Bool = false, paused: Bool = false) async throws(DownloadError) -> ID {
-        for dependency in dependencies where !entries.contains(dependency) {
+        for dependency in dependencies where !book.entries.contains(dependency) {
             throw .invalidRequest("unknown download \(dependency) to depend on")
         }
         let added = try await add(contentsOf: [request], priority: priority, after: dependencies, replacing: replacing, paused: paused)
@@ -68,16 +68,16 @@ extension DownloadManager {
 
     private func addOne(_ request: DownloadRequest, priority: Int, dependencies: [ID], replacing: Bool, paused: Bool,
                         requeueExisting: Bool) async throws(DownloadError) -> ID {
-        if let existing = byRequest.find(RequestIndex.Key(request), fetches: fetches) {
+        if let existing = book.find(RequestIndex.Key(request)) {
             if requeueExisting {
                 // Asked for again with today's options: a finished download kept none of its
                 // secrets, and the next attempt needs them.
-                if let entry = entries[existing], entry.request != request, !entry.lifecycle.isRunning {
-                    entries[existing]?.request = request
+                if let entry = book.entries[existing], entry.request != request, !entry.lifecycle.isRunning {
+                    book.entries[existing]?.request = request
                     if let patch = try? RowPatch.request(request) { store.writer.update(existing, patch) }
                 }
                 requeue(existing)
-            } else if entries[existing]?.lifecycle.status == .failed {
+            } else if book.entries[existing]?.lifecycle.status == .failed {
                 // Asked for again: try again.
                 transition(existing) { $0.resume() }
             } else {
@@ -85,16 +85,16 @@ extension DownloadManager {
             }
             return existing
         }
-        if case .file(let path) = request.destination, let other = byFile[path] {
-            guard replacing, let taken = entries[other] else {
-                throw .invalidRequest("\(path) is already the destination of download \(other) (\(entries[other]?.request.url ?? "")); remove it first or add with replacing")
+        if case .file(let path) = request.destination, let other = book.byFile[path] {
+            guard replacing, let taken = book.entries[other] else {
+                throw .invalidRequest("\(path) is already the destination of download \(other) (\(book.entries[other]?.request.url ?? "")); remove it first or add with replacing")
             }
             _ = taken
             await remove(other)
         }
         let id = ID.next()
-        let position = nextPosition
-        nextPosition += Self.positionStep
+        let position = book.nextPosition
+        book.nextPosition += Self.positionStep
         let (lifecycle, actions) = DownloadLifecycle.added(paused: paused)
         var entry = Entry(lifecycle: lifecycle, request: request, priority: priority, position: position,
                           host: HostConnections.host(of: request.url), dependencies: dependencies, id: id)
@@ -105,31 +105,22 @@ extension DownloadManager {
         row.status = lifecycle.status
         store.writer.insert(row)
         entry.unmet = 0
-        insert(entry)
+        book.insert(entry)
         for dependency in dependencies {
-            index.addDependent(id, on: dependency)
-            guard let other = entries[dependency] else { continue }
-            if other.lifecycle.status != .completed { entries[id]?.unmet += 1 }
+            book.index.addDependent(id, on: dependency)
+            guard let other = book.entries[dependency] else { continue }
+            if other.lifecycle.status != .completed { book.entries[id]?.unmet += 1 }
         }
-        reindexReady(id)
-        perform(actions.filter { if case .persist = $0 { false } else { true } }, for: id)
+        book.reindexReady(id)
+        // The row went in whole above; of the lifecycle's actions the announcement is left.
+        if actions.contains(.announce(.added)) { hub.send(.added(id)) }
         // A dependency that already failed fails this one at once.
         for dependency in dependencies {
-            if let error = entries[dependency]?.lifecycle.error {
+            if let error = book.entries[dependency]?.lifecycle.error {
                 dependencyFailed(id, dependency: dependency, reason: error.message)
             }
         }
         return id
-    }
-
-    /// Puts a new entry in the maps and indexes.
-    func insert(_ entry: Entry) {
-        entries[entry.id] = entry
-        byRequest.insert(RequestIndex.Key(entry.request), entry.id, fetches: fetches)
-        if case .file(let path) = entry.request.destination { byFile[path] = entry.id }
-        counts[entry.lifecycle.status, default: 0] += 1
-        if let result = entry.lifecycle.result { completedBytes += result.bytes }
-        indexState(entry)
     }
 
     /// Brings in what earlier processes left in this queue for these requests (one query), so
@@ -139,13 +130,13 @@ extension DownloadManager {
     private func adopt(_ requests: [DownloadRequest]) async throws(DownloadError) {
         guard !restored else { return }
         var destinations = Set<String>()
-        for request in requests where byRequest.find(RequestIndex.Key(request), fetches: fetches) == nil {
+        for request in requests where book.find(RequestIndex.Key(request)) == nil {
             let path = request.destination.path
             if adoptedDestinations.insert(path).inserted { destinations.insert(path) }
         }
         guard !destinations.isEmpty else { return }
-        for row in try await store.rows(queue: queue, destinations: destinations) where !entries.contains(row.id) {
-            insert(restoredEntry(row))
+        for row in try await store.rows(queue: queue, destinations: destinations) where !book.entries.contains(row.id) {
+            book.insert(restoredEntry(row))
         }
     }
 
@@ -154,8 +145,8 @@ extension DownloadManager {
         guard !countersLoaded else { return }
         countersLoaded = true
         let counters = try await store.counters(queue: queue)
-        nextPosition = max(nextPosition, counters.position + Self.positionStep)
-        nextFinishOrder = max(nextFinishOrder, counters.finishOrder)
+        book.nextPosition = max(book.nextPosition, counters.position + Self.positionStep)
+        book.nextFinishOrder = max(book.nextFinishOrder, counters.finishOrder)
     }
 
     /// Continues the queue kept in the store: running and queued downloads are queued (the
@@ -165,22 +156,22 @@ extension DownloadManager {
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
         try await loadCounters()
-        for row in try await store.rows(queue: queue) where !entries.contains(row.id) {
-            insert(restoredEntry(row))
+        for row in try await store.rows(queue: queue) where !book.entries.contains(row.id) {
+            book.insert(restoredEntry(row))
             if [.queued, .paused, .running].contains(row.status), !row.ranges.isEmpty {
                 board.update(row.id, DownloadProgress(destination: row.path, bytesDone: row.ranges.byteCount,
                                                       totalBytes: row.totalLength, bytesPerSecond: 0))
             }
         }
         // Dependencies once everyone is in.
-        for (id, entry) in entries where !entry.dependencies.isEmpty {
+        for (id, entry) in book.entries where !entry.dependencies.isEmpty {
             var unmet = 0
             for dependency in entry.dependencies {
-                index.addDependent(id, on: dependency)
-                if entries[dependency]?.lifecycle.status != .completed { unmet += 1 }
+                book.index.addDependent(id, on: dependency)
+                if book.entries[dependency]?.lifecycle.status != .completed { unmet += 1 }
             }
-            entries[id]?.unmet = unmet
-            reindexReady(id)
+            book.entries[id]?.unmet = unmet
+            book.reindexReady(id)
         }
         restored = true
         schedule()
@@ -196,15 +187,15 @@ extension DownloadManager {
                           host: HostConnections.host(of: row.url), path: row.path, dependencies: row.dependencies, id: row.id)
         entry.finishOrder = row.finishOrder
         if entry.lifecycle.isFinished, entry.finishOrder == nil {
-            nextFinishOrder += 1
-            entry.finishOrder = nextFinishOrder
+            book.nextFinishOrder += 1
+            entry.finishOrder = book.nextFinishOrder
         }
         return entry
     }
 
     /// A completed download whose file is gone is queued again.
     func requeueIfFileGone(_ id: ID) {
-        guard let entry = entries[id], let result = entry.lifecycle.result,
+        guard let entry = book.entries[id], let result = entry.lifecycle.result,
               DestinationResolver.regularFileSize(result.path) == nil else { return }
         transition(id) { $0.requeue() }
     }

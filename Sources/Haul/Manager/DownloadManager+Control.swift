@@ -14,7 +14,7 @@ extension DownloadManager {
     /// Queues a paused or failed download again (a failed one starts a new attempt), or a
     /// completed one whose file is gone. See ``requeue(_:)`` to check a completed one anyway.
     public func resume(_ id: ID) {
-        guard let entry = entries[id] else { return }
+        guard let entry = book.entries[id] else { return }
         if entry.lifecycle.isFinished, entry.lifecycle.error == nil {
             requeueIfFileGone(id)
         } else {
@@ -28,8 +28,8 @@ extension DownloadManager {
     /// engine asks the server whether the file changed (one conditional request), keeps it if
     /// not, and replaces it with the new version if so. What `haul get` does when run again.
     public func requeue(_ id: ID) {
-        guard let entry = entries[id] else { return }
-        if entry.lifecycle.result != nil { entries[id]?.revalidate = true }
+        guard let entry = book.entries[id] else { return }
+        if entry.lifecycle.result != nil { book.entries[id]?.revalidate = true }
         transition(id) { $0.requeue() }
         failIfADependencyFailed(id)
         schedule()
@@ -52,15 +52,15 @@ extension DownloadManager {
 
     /// Waits until the attempt of `id`, if one runs, has ended (it reports its end itself).
     func stopped(_ id: ID) async {
-        guard let task = entries[id]?.live?.task else { return }
+        guard let task = book.entries[id]?.live?.task else { return }
         await task.wait()
     }
 
     /// A resumed download whose dependency failed while it was paused fails now.
     private func failIfADependencyFailed(_ id: ID) {
-        guard let entry = entries[id], entry.lifecycle.isQueued else { return }
+        guard let entry = book.entries[id], entry.lifecycle.isQueued else { return }
         for dependency in entry.dependencies {
-            guard let other = entries[dependency] else {
+            guard let other = book.entries[dependency] else {
                 dependencyFailed(id, dependency: dependency, reason: "it was removed")
                 return
             }
@@ -73,9 +73,9 @@ extension DownloadManager {
 
     /// Pauses every queued and running download.
     public func pauseAll() async {
-        let waiting = index.waiting.elements(from: 0, limit: index.waiting.count).map(\.id)
+        let waiting = book.index.waiting.elements(from: 0, limit: book.index.waiting.count).map(\.id)
         for id in waiting { transition(id) { $0.pause() } }
-        let running = index.active
+        let running = book.index.active
         for id in running { transition(id) { $0.pause() } }
         for id in running { await stopped(id) }
         schedule()
@@ -83,7 +83,7 @@ extension DownloadManager {
 
     /// Queues every paused download again, in queue order.
     public func resumeAll() {
-        for key in index.waiting.elements(from: 0, limit: index.waiting.count) where entries[key.id]?.lifecycle.status == .paused {
+        for key in book.index.waiting.elements(from: 0, limit: book.index.waiting.count) where book.entries[key.id]?.lifecycle.status == .paused {
             transition(key.id) { $0.resume() }
             failIfADependencyFailed(key.id)
         }
@@ -92,8 +92,8 @@ extension DownloadManager {
 
     /// Cancels every unfinished download.
     public func cancelAll() async {
-        let running = index.active
-        for id in running + index.waiting.elements(from: 0, limit: index.waiting.count).map(\.id) {
+        let running = book.index.active
+        for id in running + book.index.waiting.elements(from: 0, limit: book.index.waiting.count).map(\.id) {
             transition(id) { $0.cancel() }
         }
         for id in running { await stopped(id) }
@@ -102,7 +102,7 @@ extension DownloadManager {
 
     /// Forgets every completed and failed download (their files are kept).
     public func removeAllStopped() {
-        for key in index.stopped.elements(from: 0, limit: index.stopped.count) {
+        for key in book.index.stopped.elements(from: 0, limit: book.index.stopped.count) {
             transition(key.id) { $0.remove() }
         }
         schedule()
@@ -110,8 +110,8 @@ extension DownloadManager {
 
     /// Removes every download, finished or not.
     public func removeAll() async {
-        let running = index.active
-        for id in Array(entries.keys) { transition(id) { $0.remove() } }
+        let running = book.index.active
+        for id in Array(book.entries.keys) { transition(id) { $0.remove() } }
         for id in running { await stopped(id) }
         schedule()
     }
@@ -121,8 +121,8 @@ extension DownloadManager {
     /// when the download is not waiting. O(log n).
     @discardableResult
     public func move(_ id: ID, to target: Int) -> Int? {
-        guard var entry = entries[id], Self.category(entry.lifecycle) == .waiting else { return nil }
-        let waiting = index.waiting
+        guard var entry = book.entries[id], DownloadBook.category(entry.lifecycle) == .waiting else { return nil }
+        let waiting = book.index.waiting
         guard let current = waiting.rank(of: DownloadQueue.waitingKey(entry.key)) else { return nil }
         let target = min(max(0, target), waiting.count - 1)
         guard current != target else { return target }
@@ -146,29 +146,29 @@ extension DownloadManager {
         case let (nil, high?): position = high - Self.positionStep
         case (nil, nil): position = entry.position
         }
-        unindexState(entry, key: entry.key)
+        book.unindexState(entry, key: entry.key)
         entry.position = position
-        entries[id] = entry
-        indexState(entry)
+        book.entries[id] = entry
+        book.indexState(entry)
         store.writer.update(id, .order(priority: entry.priority, position: position))
         schedule()
-        return index.waiting.rank(of: DownloadQueue.waitingKey(entry.key)) ?? target
+        return book.index.waiting.rank(of: DownloadQueue.waitingKey(entry.key)) ?? target
     }
 
     /// Gives every waiting download a fresh position, `positionStep` apart, in the same order.
     private func renumberWaiting() {
-        let keys = index.waiting.elements(from: 0, limit: index.waiting.count)
-        var position = nextPosition
+        let keys = book.index.waiting.elements(from: 0, limit: book.index.waiting.count)
+        var position = book.nextPosition
         for key in keys {
-            guard var entry = entries[key.id] else { continue }
-            unindexState(entry, key: entry.key)
+            guard var entry = book.entries[key.id] else { continue }
+            book.unindexState(entry, key: entry.key)
             entry.position = position
-            entries[key.id] = entry
-            indexState(entry)
+            book.entries[key.id] = entry
+            book.indexState(entry)
             store.writer.update(key.id, .order(priority: entry.priority, position: position))
             position += Self.positionStep
         }
-        nextPosition = position
+        book.nextPosition = position
     }
 
     /// Stops every running download, keeping its partial and leaving its row as a crash
@@ -182,9 +182,9 @@ extension DownloadManager {
             return
         }
         isShutDown = true
-        let running = index.active
+        let running = book.index.active
         for id in running { transition(id) { $0.shutdown() } }
-        let tasks = running.compactMap { entries[$0]?.live?.task }
+        let tasks = running.compactMap { book.entries[$0]?.live?.task }
         let work = Task {
             for task in tasks { await task.wait() }
             // What the transfers recorded on their way out is written before anyone exits.

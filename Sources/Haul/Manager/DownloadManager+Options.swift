@@ -27,7 +27,7 @@ extension DownloadManager {
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` for an unknown
     ///   id, an invalid request or a destination that can no longer change.
     public func change(_ id: ID, _ body: @Sendable (inout DownloadRequest) -> Void) async throws(DownloadError) {
-        guard let entry = entries[id] else { throw .invalidRequest("unknown download \(id)") }
+        guard let entry = book.entries[id] else { throw .invalidRequest("unknown download \(id)") }
         var request = entry.request
         body(&request)
         request = request.absolutized
@@ -39,7 +39,7 @@ extension DownloadManager {
         limitOnly.rateLimit = request.rateLimit
         if limitOnly == request, let limiter = entry.live?.limiter, entry.live?.task != nil {
             limiter.setRate(request.rateLimit)
-            entries[id]?.request = request
+            book.entries[id]?.request = request
             do { store.writer.update(id, try .request(request)) } catch {
                 throw .invalidRequest("cannot store the request of download \(id): \(error)")
             }
@@ -48,15 +48,13 @@ extension DownloadManager {
         // The new request is in place before the stop: the restart that the end of the attempt
         // brings runs with it (set after the stop, the change took effect one change late).
         var changed = entry
-        unindexState(changed, key: changed.key)
-        byRequest.remove(RequestIndex.Key(changed.request), id)
-        if case .file(let path) = changed.request.destination, byFile[path] == id { byFile[path] = nil }
+        book.unindexState(changed, key: changed.key)
+        book.unindexRequest(of: changed)
         changed.request = request
         changed.host = HostConnections.host(of: request.url)
-        entries[id] = changed
-        indexState(changed)
-        byRequest.insert(RequestIndex.Key(request), id, fetches: fetches)
-        if case .file(let path) = request.destination { byFile[path] = id }
+        book.entries[id] = changed
+        book.indexState(changed)
+        book.indexRequest(of: changed)
         do { store.writer.update(id, try .request(request)) } catch {
             throw .invalidRequest("cannot store the request of download \(id): \(error)")
         }

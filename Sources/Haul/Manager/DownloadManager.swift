@@ -93,19 +93,8 @@ public actor DownloadManager {
     let hosts: HostConnections
     let queue: String
     var maxConcurrent: Int
-    var entries = EntryTable()
-    var index = DownloadQueue()
-    /// Same URL, same destination: the same download.
-    var byRequest = RequestIndex()
-    /// The downloads writing each file asked for by path.
-    var byFile: [String: ID] = [:]
-    /// Downloads that hold a slot (transferring, not committing).
-    var transferring = 0
-    var counts: [DownloadStatus: Int] = [:]
-    /// Bytes of the completed downloads.
-    var completedBytes: Int64 = 0
-    var nextPosition: Int64 = 0
-    var nextFinishOrder: Int64 = 0
+    /// Every download's entry, the indexes, the maps and the counts: the bookkeeping, as a value.
+    var book = DownloadBook()
     /// Counters continue from what the store holds (read once, before the first add).
     var countersLoaded = false
     /// Destinations whose rows from earlier processes have been brought in (`adopt`).
@@ -136,10 +125,6 @@ public actor DownloadManager {
     /// How far apart new downloads' positions are, so a move can land between two of them.
     static let positionStep: Int64 = 1 << 20
 
-    /// Whether download `id` fetches `key` (what ``RequestIndex`` checks its answers with).
-    func fetches(_ id: ID, _ key: RequestIndex.Key) -> Bool {
-        entries[id].map { $0.request.url == key.url && $0.request.destination == key.destination } ?? false
-    }
 
     /// A manager whose downloads run on `downloader` and live in its store.
     public init(downloader: Downloader, configuration: Configuration = Configuration()) {
@@ -160,28 +145,28 @@ public actor DownloadManager {
 
     /// One download as it stands, or nil for an unknown id.
     public func download(_ id: ID) -> Download? {
-        entries[id].map(describe)
+        book.entries[id].map(describe)
     }
 
     /// Every download, in queue order: running, then waiting, then finished. O(n): for a
     /// long queue, page with ``waiting(from:limit:)`` and ``stopped(from:limit:)``.
     public func downloads() -> [Download] {
-        active() + waiting(from: 0, limit: index.waiting.count) + stopped(from: 0, limit: index.stopped.count)
+        active() + waiting(from: 0, limit: book.index.waiting.count) + stopped(from: 0, limit: book.index.stopped.count)
     }
 
     /// The running downloads, in the order they started.
     public func active() -> [Download] {
-        index.active.compactMap { entries[$0].map(describe) }
+        book.index.active.compactMap { book.entries[$0].map(describe) }
     }
 
     /// Queued and paused downloads in the order they will start, `limit` of them from `offset`.
     public func waiting(from offset: Int, limit: Int) -> [Download] {
-        index.waiting.elements(from: offset, limit: limit).compactMap { entries[$0.id].map(describe) }
+        book.index.waiting.elements(from: offset, limit: limit).compactMap { book.entries[$0.id].map(describe) }
     }
 
     /// Completed and failed downloads in the order they ended, `limit` of them from `offset`.
     public func stopped(from offset: Int, limit: Int) -> [Download] {
-        index.stopped.elements(from: offset, limit: limit).compactMap { entries[$0.id].map(describe) }
+        book.index.stopped.elements(from: offset, limit: limit).compactMap { book.entries[$0.id].map(describe) }
     }
 
     /// The downloads whose id, written in hex, starts with `prefix` (at most `limit` of them).
@@ -189,7 +174,7 @@ public actor DownloadManager {
     public func downloads(withIDPrefix prefix: String, limit: Int) -> [Download] {
         let prefix = prefix.lowercased()
         var found: [Download] = []
-        for (id, entry) in entries where id.description.hasPrefix(prefix) {
+        for (id, entry) in book.entries where id.description.hasPrefix(prefix) {
             found.append(describe(entry))
             if found.count >= limit { break }
         }
@@ -197,26 +182,26 @@ public actor DownloadManager {
     }
 
     /// How many downloads wait (queued or paused) and how many have stopped.
-    public var waitingCount: Int { index.waiting.count }
-    public var stoppedCount: Int { index.stopped.count }
+    public var waitingCount: Int { book.index.waiting.count }
+    public var stoppedCount: Int { book.index.stopped.count }
 
     /// Where a waiting download stands in ``waiting(from:limit:)``, or nil.
     public func waitingPosition(of id: ID) -> Int? {
-        guard let entry = entries[id] else { return nil }
-        return index.waiting.rank(of: DownloadQueue.waitingKey(entry.key))
+        guard let entry = book.entries[id] else { return nil }
+        return book.index.waiting.rank(of: DownloadQueue.waitingKey(entry.key))
     }
 
     /// Bytes, rate, time left and counts across every download, without looking at each.
     public func totals() -> Totals {
         var totals = Totals()
-        totals.queued = counts[.queued, default: 0]
-        totals.running = counts[.running, default: 0]
-        totals.paused = counts[.paused, default: 0]
-        totals.completed = counts[.completed, default: 0]
-        totals.failed = counts[.failed, default: 0]
-        totals.bytesDone = completedBytes
-        totals.totalBytes = completedBytes
-        for id in index.active {
+        totals.queued = book.counts[.queued, default: 0]
+        totals.running = book.counts[.running, default: 0]
+        totals.paused = book.counts[.paused, default: 0]
+        totals.completed = book.counts[.completed, default: 0]
+        totals.failed = book.counts[.failed, default: 0]
+        totals.bytesDone = book.completedBytes
+        totals.totalBytes = book.completedBytes
+        for id in book.index.active {
             guard let progress = board.progress(of: id) else { continue }
             totals.bytesDone += progress.bytesDone
             totals.totalBytes += progress.totalBytes ?? 0
@@ -227,7 +212,7 @@ public actor DownloadManager {
 
     /// Entries the queue's indexes touched so far: grows linearly with the work done, never
     /// with the square of the queue (a test holds it to that).
-    var queueVisits: Int { index.visits }
+    var queueVisits: Int { book.index.visits }
 
     /// Returns when nothing is running and nothing queued can start (what is left is paused,
     /// or waits for a paused download), or the manager has shut down and every download it
@@ -238,7 +223,7 @@ public actor DownloadManager {
     }
 
     var isIdle: Bool {
-        index.active.isEmpty && (index.ready.isEmpty || isShutDown)
+        book.index.active.isEmpty && (book.index.ready.isEmpty || isShutDown)
     }
 
     func describe(_ entry: Entry) -> Download {
