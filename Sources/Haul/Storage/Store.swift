@@ -132,6 +132,15 @@ final class Store: Sendable {
         }
     }
 
+    /// Writes `body` in a transaction of its own, after everything submitted so far: for the
+    /// few rows that are not downloads (``settings(queue:)``).
+    func write(_ body: @Sendable @escaping (Database) throws -> Void) async throws(DownloadError) {
+        try await writer.flush()
+        do { try await database.write(body) } catch {
+            throw .io("cannot write to the store \(path): \(StoreWriter.reason(error)); \(StoreWriter.advice(error))")
+        }
+    }
+
     /// Writes everything submitted so far.
     func flush() async throws(DownloadError) {
         try await writer.flush()
