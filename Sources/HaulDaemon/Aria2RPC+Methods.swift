@@ -17,19 +17,20 @@ extension Aria2RPC {
             await manager.resumeAll()
             return "OK"
         case "aria2.tellStatus":
-            return try await download(p.gid(0)).aria2Object(keys: try p.keys(1))
+            let download = try await download(p.gid(0))
+            return await statusObjects([download], keys: try p.keys(1), bitfield: true)[0]
         case "aria2.tellActive":
             let keys = try p.keys(0)
             let active = await manager.active()
             try exchange.charge(active.count)
-            return .array(active.map { $0.aria2Object(keys: keys) })
+            return .array(await statusObjects(active, keys: keys))
         case "aria2.tellWaiting", "aria2.tellStopped":
             let (offset, count, keys) = (try p.int(0), try p.int(1), try p.keys(2))
             guard count >= 0 else {
                 throw .failed("The integer parameter at 1 has invalid value: the value must be greater than or equal to 0.")
             }
             let page = try await self.page(waiting: method == "aria2.tellWaiting", offset: offset, count: count, &exchange)
-            return .array(page.map { $0.aria2Object(keys: keys) })
+            return .array(await statusObjects(page, keys: keys))
         case "aria2.getUris":
             let download = try await download(p.gid(0))
             guard download.isUnfinished else { throw .failed("No URI data is available for GID#\(download.id)") }
