@@ -9,18 +9,13 @@
 // index of GIDs; refreshes then ask tellStatus for the page's GIDs only. The index is read
 // again when the user changes the query, after the page itself adds or removes downloads, or
 // when the counts or notifications say the tab changed (at most every INDEX_MIN_AGE_MS).
-//
-// Removing waits UNDO_MS before it reaches the daemon, and Undo cancels it: re-adding the
-// download afterwards (as Retry does) would lose what it had, since the daemon deletes an
-// unfinished download's partial file on remove, and a new GID would take a new place in the
-// queue. Meanwhile its row is hidden; a page closed within those seconds removes nothing.
+// Removing, with its Undo, and ticked rows are batch.js's.
 (() => {
   const { $, setText, setAttr, toast } = Dom;
   const PAGE_SIZE = 50;
   const POLL_MS = 1000, HIDDEN_POLL_MS = 5000;
   const INDEX_BATCH = 1000, INDEX_MIN_AGE_MS = 10000;
   const ROW_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "errorCode", "errorMessage", "files", "dir", "waitingReason"];
-  const UNDO_MS = 8000;
   const TAB_LISTS = { all: ["active", "waiting", "stopped"], active: ["active"], waiting: ["waiting"], stopped: ["stopped"] };
   const TAB_STATUSES = {
     all: ["active", "waiting", "paused", "complete", "error", "removed"], active: ["active"],
@@ -59,13 +54,11 @@
   let refreshing = false, again = false, timer = null, refreshes = 0;
   let lastTotal = 0, shownKey = "";
   const rows = new Map();   // gid -> row (Rows.make)
-  // gid -> its last status, ticked on this page. Kept through a refresh that misses the row
-  // (one planned with counts that changed meanwhile); cleared when the view changes.
-  const selected = new Map();
-  let removal = null;       // { gids, statuses, timer } while the Undo bar shows
+
 
   const detail = createDetail({ rpc, act, move, refreshNow });
   const settings = createSettings({ rpc, refreshNow });
+  const batch = createBatch({ rpc, rows, detail, statusOf, run, invalidateIndex, refreshNow });
 
   // ---------- connection and secret ----------
 
@@ -350,10 +343,9 @@
     const canMove = !isQuery();
     const ul = $("list"), seen = new Set();
     let cursor = ul.firstElementChild;
-    const hiddenGids = removal ? removal.gids : [];
     list.forEach((d) => {
       const gid = String(d.gid);
-      if (seen.has(gid) || hiddenGids.includes(gid)) return;
+      if (seen.has(gid) || batch.isBeingRemoved(gid)) return;
       seen.add(gid);
       let row = rows.get(gid);
       if (!row) { row = Rows.make(gid, animate); rows.set(gid, row); }
@@ -362,8 +354,7 @@
       else ul.insertBefore(row.el, cursor);
     });
     rows.forEach((row, gid) => { if (!seen.has(gid)) { row.el.remove(); rows.delete(gid); } });
-    rows.forEach((row, gid) => { if (selected.has(gid) && row.data) selected.set(gid, String(row.data.status)); });
-    showSelection();
+    batch.rowsChanged();
 
     lastTotal = total;
     const first = view.page * PAGE_SIZE;
@@ -419,99 +410,9 @@
         const row = rows.get(gid);
         return detail.open(gid, row && row.data);
       }
-      case "remove": return scheduleRemoval([gid]);
+      case "remove": return batch.remove([gid]);
     }
   }
-
-  // ---------- removing, with Undo ----------
-
-  function scheduleRemoval(gids) {
-    commitRemoval();
-    const names = gids.map((gid) => { const row = rows.get(gid); return row && row.data ? Fmt.nameOf(row.data) : "download " + gid; });
-    removal = { gids, statuses: gids.map((gid) => statusOf(gid) || selected.get(gid) || ""), timer: setTimeout(commitRemoval, UNDO_MS) };
-    if (gids.includes(detail.gid)) detail.close();
-    gids.forEach((gid) => selected.delete(gid));
-    setText($("undoText"), "Removed " + (gids.length === 1 ? names[0] : Fmt.count(gids.length) + " downloads"));
-    $("undo").hidden = false;
-    $("undoBtn").focus({ preventScroll: true });
-    gids.forEach((gid) => { const row = rows.get(gid); if (row) { row.el.remove(); rows.delete(gid); } });
-    showSelection();
-    refreshNow();
-  }
-
-  function undoRemoval() {
-    if (!removal) return;
-    clearTimeout(removal.timer);
-    removal = null;
-    $("undo").hidden = true;
-    refreshNow();
-  }
-
-  // Stopped downloads leave the list (removeDownloadResult), the others are cancelled
-  // (remove); one that stopped or started again meanwhile gets the other method.
-  function commitRemoval() {
-    if (!removal) return;
-    const { gids, statuses, timer } = removal;
-    clearTimeout(timer);
-    removal = null;
-    $("undo").hidden = true;
-    const method = (stopped) => (stopped ? "aria2.removeDownloadResult" : "aria2.remove");
-    const work = rpc.multicall(gids.map((gid, i) => [method(Fmt.isStopped(statuses[i])), gid])).then((first) => {
-      const again = gids.map((gid, i) => [gid, i]).filter(([, i]) => first[i].error);
-      if (!again.length) return;
-      return rpc.multicall(again.map(([gid, i]) => [method(!Fmt.isStopped(statuses[i])), gid])).then((second) => {
-        const failed = second.filter((r) => r.error);
-        if (failed.length) throw new Error(failed[0].error.message + (failed.length > 1 ? " (and " + (failed.length - 1) + " more)" : ""));
-      });
-    }).finally(invalidateIndex);
-    return run(null, work, "Could not remove");
-  }
-
-  $("undoBtn").addEventListener("click", undoRemoval);
-
-  // ---------- selecting several ----------
-
-  function showSelection() {
-    const onScreen = [...rows.keys()];
-    const ticked = onScreen.filter((gid) => selected.has(gid)).length;
-    rows.forEach((row, gid) => { if (row.sel.checked !== selected.has(gid)) row.sel.checked = selected.has(gid); });
-    const all = $("selectAll");
-    all.checked = onScreen.length > 0 && ticked === onScreen.length;
-    all.indeterminate = ticked > 0 && ticked < onScreen.length;
-    all.disabled = !onScreen.length;
-    $("batch").hidden = !selected.size;
-    setText($("batchCount"), Fmt.count(selected.size) + " selected");
-  }
-
-  $("list").addEventListener("change", (ev) => {
-    const box = ev.target.closest("input.sel");
-    const li = box && box.closest("[data-gid]");
-    if (!li) return;
-    if (box.checked) selected.set(li.dataset.gid, statusOf(li.dataset.gid)); else selected.delete(li.dataset.gid);
-    showSelection();
-  });
-  $("selectAll").addEventListener("change", (ev) => {
-    if (ev.currentTarget.checked) rows.forEach((row, gid) => selected.set(gid, statusOf(gid)));
-    else selected.clear();
-    showSelection();
-  });
-
-  // One system.multicall for the lot; those that cannot (a finished one asked to pause) are
-  // left as they are and counted in one line.
-  function batch(button, method, can, verb) {
-    const gids = [...selected].filter(([, status]) => can(status)).map(([gid]) => gid);
-    if (!gids.length) { toast("None of the selected downloads can be " + verb + "."); return; }
-    const work = rpc.multicall(gids.map((gid) => [method, gid])).then((results) => {
-      const failed = results.filter((r) => r.error);
-      if (failed.length) throw new Error(failed.length + " of " + gids.length + " not " + verb + ": " + failed[0].error.message);
-    });
-    return run(button, work, "Could not do it");
-  }
-
-  $("batchPause").addEventListener("click", (ev) => batch(ev.currentTarget, "aria2.pause", (s) => s === "active" || s === "waiting", "paused"));
-  $("batchResume").addEventListener("click", (ev) => batch(ev.currentTarget, "aria2.unpause", (s) => s === "paused", "resumed"));
-  $("batchRemove").addEventListener("click", () => { if (selected.size) scheduleRemoval([...selected.keys()]); });
-  $("batchClear").addEventListener("click", () => { selected.clear(); showSelection(); });
 
   // ---------- compact rows ----------
 
@@ -564,7 +465,7 @@
 
   function changeView(change) {
     Object.assign(view, change);
-    selected.clear();
+    batch.clearSelection();
     if (!("page" in change)) view.page = 0;
     refreshNow();
   }
