@@ -86,6 +86,8 @@ const Rows = (() => {
       setText(row.spd, "");
       // Paused says so in its badge.
       setText(row.eta, status === "waiting" ? Fmt.waitText(d) : "");
+      // Compact rows cut it short.
+      setAttr(row.eta, "title", row.eta.textContent);
     }
 
     const showErr = status === "error";
