@@ -45,11 +45,12 @@ extension DownloadManager {
         return reasons
     }
 
-    /// The byte ranges of `id` the store holds as written and flushed (what a restart would
-    /// keep), or nil for an unknown download. One read of one row.
+    /// The byte ranges of `id` the store has committed (what a restart would keep: a range is
+    /// recorded only after its bytes were flushed to disk), or nil for an unknown download.
+    /// One read of one row; changes still on their way to the store are not waited for.
     ///
     /// - Throws: ``DownloadError`` when the store cannot be read.
     public func durableRanges(of id: ID) async throws(DownloadError) -> ByteRanges? {
-        try await store.row(id)?.ranges
+        try await store.committedRow(id)?.ranges
     }
 }
