@@ -17,19 +17,20 @@ extension Aria2RPC {
             await manager.resumeAll()
             return "OK"
         case "aria2.tellStatus":
-            return try await download(p.gid(0)).aria2Object(keys: try p.keys(1))
+            let download = try await download(p.gid(0))
+            return await statusObjects([download], keys: try p.keys(1), bitfield: true)[0]
         case "aria2.tellActive":
             let keys = try p.keys(0)
             let active = await manager.active()
             try exchange.charge(active.count)
-            return .array(active.map { $0.aria2Object(keys: keys) })
+            return .array(await statusObjects(active, keys: keys))
         case "aria2.tellWaiting", "aria2.tellStopped":
             let (offset, count, keys) = (try p.int(0), try p.int(1), try p.keys(2))
             guard count >= 0 else {
                 throw .failed("The integer parameter at 1 has invalid value: the value must be greater than or equal to 0.")
             }
             let page = try await self.page(waiting: method == "aria2.tellWaiting", offset: offset, count: count, &exchange)
-            return .array(page.map { $0.aria2Object(keys: keys) })
+            return .array(await statusObjects(page, keys: keys))
         case "aria2.getUris":
             let download = try await download(p.gid(0))
             guard download.isUnfinished else { throw .failed("No URI data is available for GID#\(download.id)") }
@@ -201,6 +202,24 @@ extension Aria2RPC {
 
     func changeGlobalOption(_ p: Parameters, _ exchange: Exchange) async throws(RPCError) -> JSONValue {
         let options = try p.object(0) ?? [:]
+        let saved = try await applyGlobalOptions(options)
+        // Every later download follows these (a proxy, certificate checks), so each change is
+        // said where whoever runs the daemon sees it.
+        for (name, value) in options.sorted(by: { $0.key < $1.key }) {
+            logger.notice("changeGlobalOption from \(exchange.client ?? "this process"): \(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)")
+        }
+        // Kept in the store (beside the downloads, whose rows hold credentials too), so a
+        // restart does not quietly undo a change made on the web page.
+        do { try await manager.saveSettings(saved.mapValues(\.description)) } catch {
+            throw .failed("the options apply until the daemon stops, but could not be saved for its next start: \(error.message)")
+        }
+        return "OK"
+    }
+
+    /// Checks every option, then applies them all (or none); returns them as they are to be
+    /// saved (`dir` as the folder it resolved to, so it means the same after a restart).
+    @discardableResult
+    func applyGlobalOptions(_ options: [String: JSONValue]) async throws(RPCError) -> [String: JSONValue] {
         // Without a secret any program on this machine, and any page allowed to call, gets here:
         // turning certificate checks off for every later download must come from whoever
         // started the daemon.
@@ -209,7 +228,11 @@ extension Aria2RPC {
         }
         // Check everything before changing anything.
         var next = globals
-        if let dir = try Aria2Options.string(options["dir"], "dir") { next.dir = try globals.folders.folder(dir, base: globals.dir) }
+        var saved = options
+        if let dir = try Aria2Options.string(options["dir"], "dir") {
+            next.dir = try globals.folders.folder(dir, base: globals.dir)
+            saved["dir"] = .string(next.dir)
+        }
         try Aria2Options.refuseUnknown(options, known: Aria2Options.globalOptionNames)
         try Aria2Options.tune(&next, by: options)
         try Aria2Options.apply(network: options, to: &next.network)
@@ -219,12 +242,36 @@ extension Aria2RPC {
         globals = next
         if let concurrent { await manager.setMaxConcurrentDownloads(Int(concurrent)) }
         if let overall { downloader.setRateLimit(overall) }
-        // Every later download follows these (a proxy, certificate checks), so each change is
-        // said where whoever runs the daemon sees it.
-        for (name, value) in options.sorted(by: { $0.key < $1.key }) {
-            logger.notice("changeGlobalOption from \(exchange.client ?? "this process"): \(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)")
+        return saved
+    }
+
+    /// At start: applies the options saved by earlier ``changeGlobalOption(_:_:)`` calls over
+    /// the defaults, except those given on the command line (`explicit`, aria2's names), which
+    /// win; each one skipped or refused is said in the log.
+    func restoreSavedOptions(except explicit: Set<String>) async {
+        let saved: [String: String]
+        do { saved = try await manager.savedSettings() } catch {
+            logger.error("the settings changed on the web page or by changeGlobalOption could not be read, the defaults apply: \(error.message)")
+            return
         }
-        return "OK"
+        var applied: [String] = []
+        for (name, stored) in saved.sorted(by: { $0.key < $1.key }) {
+            let value = (try? JSONValue.parse(Data(stored.utf8))) ?? .string(stored)
+            let shown = "\(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)"
+            guard !explicit.contains(name) else {
+                logger.notice("saved setting \(shown) not applied: the command line sets \(name)")
+                continue
+            }
+            // One at a time: a saved folder that is gone, or an option this start refuses
+            // (check-certificate=false without a secret), leaves the others applied.
+            do {
+                try await applyGlobalOptions([name: value])
+                applied.append(shown)
+            } catch {
+                logger.warning("saved setting \(shown) not applied: \(error.message)")
+            }
+        }
+        if !applied.isEmpty { logger.notice("settings saved by changeGlobalOption applied: \(applied.joined(separator: ", "))") }
     }
 
     func globalStat() async -> JSONValue {

@@ -82,8 +82,30 @@ extension DownloadManager.Download {
         [["uri": .string(url), "status": .string(status == .running ? "used" : "waiting")]]
     }
 
+    /// aria2's `bitfield`: one bit a piece of ``pieceLength``, the first piece in the highest
+    /// bit of the first hex digit, padded with zero bits to whole bytes. A piece's bit is set
+    /// only when all of its bytes are in `ranges` (the last piece may be shorter).
+    static func bitfield(_ ranges: ByteRanges, totalLength: Int64) -> String {
+        let pieces = Int(max(1, (totalLength + pieceLength - 1) / pieceLength))
+        var bytes = [UInt8](repeating: 0, count: (pieces + 7) / 8)
+        for range in ranges.ranges {
+            // Whole pieces only: from the first piece that starts inside the range to the last
+            // that ends inside it (or at the end of the file).
+            let first = (range.lowerBound + pieceLength - 1) / pieceLength
+            let end = range.upperBound >= totalLength ? Int64(pieces) : range.upperBound / pieceLength
+            var piece = first
+            while piece < end {
+                bytes[Int(piece / 8)] |= 0x80 >> UInt8(piece % 8)
+                piece += 1
+            }
+        }
+        let digits = Array("0123456789abcdef")
+        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
+    }
+
     /// The full `tellStatus` object, or only `keys` when given (unknown keys are left out).
-    func aria2Object(keys: [String]? = nil) -> JSONValue {
+    /// `extra` adds keys worked out elsewhere (`bitfield`, Haul's `waitingReason`).
+    func aria2Object(keys: [String]? = nil, extra: [String: JSONValue] = [:]) -> JSONValue {
         var object: [String: JSONValue] = [
             "gid": .string(id.description),
             "status": .string(aria2Status),
@@ -102,6 +124,7 @@ extension DownloadManager.Download {
             object["errorCode"] = .string(code)
             object["errorMessage"] = .string(aria2Status == "error" ? error?.message ?? "" : "")
         }
+        object.merge(extra) { _, new in new }
         if let keys, !keys.isEmpty {
             object = object.filter { keys.contains($0.key) }
         }

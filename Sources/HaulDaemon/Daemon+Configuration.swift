@@ -37,6 +37,10 @@ extension Daemon {
         /// aria2's `--on-download-complete` and `--on-download-error`.
         public var onDownloadComplete: String?
         public var onDownloadError: String?
+        /// The aria2 names of the options given on the command line (`max-concurrent-downloads`,
+        /// `dir`, `split`, …). Options saved by `changeGlobalOption` apply over the defaults at
+        /// start, except these: what the command line says wins, and the log says so.
+        public var explicitOptions: Set<String> = []
 
         public init(stateDirectory: String, directory: String) {
             self.stateDirectory = stateDirectory

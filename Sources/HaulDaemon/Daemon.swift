@@ -49,6 +49,7 @@ public enum Daemon {
         let rpc = Aria2RPC(manager: manager, downloader: downloader, secret: configuration.secret,
                            globals: globalOptions(configuration), logger: logger,
                            requestShutdown: { shutdownRequests.request() })
+        await rpc.restoreSavedOptions(except: configuration.explicitOptions)
         let listener = Listener(configuration: configuration, rpc: rpc, notifier: notifier, logger: logger, onRunning: onRunning)
         // Started first to last, shut down last to first: the manager saves every download
         // first, its events end (so the notifier lets WebSocket clients go), then the

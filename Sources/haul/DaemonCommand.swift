@@ -39,11 +39,13 @@ struct DaemonCommand: AsyncParsableCommand {
         discussion: "Requests are answered only when their Host is one of the daemon's names: 127.0.0.1, localhost and [::1] with its port, the listen address, and these. That is what keeps a web page from reaching it by DNS rebinding."))
     var rpcAllowHost: [String] = []
 
-    @Option(name: [.short, .customLong("dir")], help: "Where downloads go unless a call gives a dir.")
-    var directory: String = "."
+    // Optional (with their defaults in run()): a flag given here wins over the setting saved
+    // by changeGlobalOption, and only a given flag should.
+    @Option(name: [.short, .customLong("dir")], help: "Where downloads go unless a call gives a dir (default: the current folder).")
+    var directory: String?
 
-    @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
-    var maxConcurrentDownloads: Int = 5
+    @Option(name: [.customShort("j"), .long], help: "Downloads running at once (default 5).")
+    var maxConcurrentDownloads: Int?
 
     @OptionGroup(title: "Defaults for every download (a call's own options win)")
     var transfer: TransferOptions
@@ -74,7 +76,7 @@ struct DaemonCommand: AsyncParsableCommand {
 
     func validate() throws {
         if !(0...65535).contains(rpcListenPort) { throw ValidationError("--rpc-listen-port must be between 0 and 65535") }
-        if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
+        if let maxConcurrentDownloads, !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
         if let limitRate {
             switch ByteCount.rateLimit(limitRate) {
@@ -88,13 +90,13 @@ struct DaemonCommand: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = Daemon.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory,
-                                                 directory: directory)
+                                                 directory: directory ?? ".")
         configuration.address = rpcListenAll ? "0.0.0.0" : rpcListenAddress
         configuration.port = rpcListenPort
         configuration.secret = rpcSecret ?? ProcessInfo.processInfo.environment["HAUL_RPC_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         configuration.allowOriginAll = rpcAllowOriginAll
         configuration.allowedHosts = rpcAllowHost
-        configuration.maxConcurrentDownloads = maxConcurrentDownloads
+        configuration.maxConcurrentDownloads = maxConcurrentDownloads ?? 5
         configuration.maxConnectionsPerHost = maxConnectionsPerHost
         configuration.connections = transfer.connections ?? TransferOptions.defaultConnections
         try transfer.apply(to: &configuration.defaults)
@@ -103,6 +105,11 @@ struct DaemonCommand: AsyncParsableCommand {
         configuration.saveCookies = saveCookies.map(DownloadRequest.absolutePath)
         configuration.onDownloadComplete = onDownloadComplete
         configuration.onDownloadError = onDownloadError
+        var explicit = Set(try transfer.aria2Options().keys)
+        if directory != nil { explicit.insert("dir") }
+        if maxConcurrentDownloads != nil { explicit.insert("max-concurrent-downloads") }
+        if limitRate != nil { explicit.insert("max-overall-download-limit") }
+        configuration.explicitOptions = explicit
 
         let quiet = quiet
         let level: Logger.Level = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : (quiet ? .error : .notice)

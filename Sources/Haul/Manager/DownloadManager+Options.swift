@@ -13,6 +13,26 @@ extension DownloadManager {
         schedule()
     }
 
+    /// Settings kept in the store for this manager's queue (a daemon's changed global
+    /// options), by name; empty when none were saved.
+    ///
+    /// - Throws: ``DownloadError`` when the store cannot be read.
+    public func savedSettings() async throws(DownloadError) -> [String: String] {
+        try await store.settings(queue: queue)
+    }
+
+    /// Keeps `settings` in the store for this manager's queue, each replacing its earlier
+    /// value, so that ``savedSettings()`` returns them after a restart.
+    ///
+    /// ```swift
+    /// try await manager.saveSettings(["max-concurrent-downloads": "3"])
+    /// ```
+    ///
+    /// - Throws: ``DownloadError`` when the store cannot be written.
+    public func saveSettings(_ settings: [String: String]) async throws(DownloadError) {
+        try await store.saveSettings(settings, queue: queue)
+    }
+
     /// The store's error, once writing to it failed: every download stopped with it.
     public var failure: DownloadError? { storeFailure }
 

@@ -92,6 +92,16 @@ extension Store {
                 try db.alter(table: "download") { t in t.add(column: "errorReason", .text) }
             }
         }
+        migrator.registerMigration("v5") { db in
+            // Daemon-wide options changed over RPC (changeGlobalOption), per queue, kept so a
+            // restart does not lose them: aria2 users expect what --save-session keeps.
+            try db.create(table: "setting") { t in
+                t.column("queue", .text).notNull()
+                t.column("name", .text).notNull()
+                t.column("value", .text).notNull()
+                t.primaryKey(["queue", "name"])
+            }
+        }
         return migrator
     }
 

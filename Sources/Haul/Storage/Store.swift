@@ -88,6 +88,15 @@ final class Store: Sendable {
         try await read { db in try DownloadRow.fetchOne(db, key: id.storedValue) }
     }
 
+    /// The row as last committed, without waiting for changes still on their way to the
+    /// store (``read(_:)`` flushes them first, which cuts the writer's group commit short: a
+    /// page polling a download's pieces every second would add a commit a second).
+    func committedRow(_ id: DownloadID) async throws(DownloadError) -> DownloadRow? {
+        do { return try await database.read { db in try DownloadRow.fetchOne(db, key: id.storedValue) } } catch {
+            throw .io("cannot read the download records in \(path): \(StoreWriter.reason(error))")
+        }
+    }
+
     /// The rows that have written (or finished) the file at `path`, newest first.
     func rows(path: String) async throws(DownloadError) -> [DownloadRow] {
         try await read { db in
@@ -129,6 +138,15 @@ final class Store: Sendable {
         try await read { db in
             let row = try Row.fetchOne(db, sql: "SELECT MAX(position), MAX(finishOrder) FROM download WHERE queue = ?", arguments: [queue])
             return (row?[0] ?? 0, row?[1] ?? 0)
+        }
+    }
+
+    /// Writes `body` in a transaction of its own, after everything submitted so far: for the
+    /// few rows that are not downloads (``settings(queue:)``).
+    func write(_ body: @Sendable @escaping (Database) throws -> Void) async throws(DownloadError) {
+        try await writer.flush()
+        do { try await database.write(body) } catch {
+            throw .io("cannot write to the store \(path): \(StoreWriter.reason(error)); \(StoreWriter.advice(error))")
         }
     }
 

@@ -9,18 +9,19 @@
 // index of GIDs; refreshes then ask tellStatus for the page's GIDs only. The index is read
 // again when the user changes the query, after the page itself adds or removes downloads, or
 // when the counts or notifications say the tab changed (at most every INDEX_MIN_AGE_MS).
+// Removing, with its Undo, and ticked rows are batch.js's.
 (() => {
   const { $, setText, setAttr, toast } = Dom;
   const PAGE_SIZE = 50;
   const POLL_MS = 1000, HIDDEN_POLL_MS = 5000;
   const INDEX_BATCH = 1000, INDEX_MIN_AGE_MS = 10000;
-  const ROW_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "errorCode", "errorMessage", "files", "dir"];
+  const ROW_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "errorCode", "errorMessage", "files", "dir", "waitingReason"];
   const TAB_LISTS = { all: ["active", "waiting", "stopped"], active: ["active"], waiting: ["waiting"], stopped: ["stopped"] };
   const TAB_STATUSES = {
     all: ["active", "waiting", "paused", "complete", "error", "removed"], active: ["active"],
     waiting: ["waiting", "paused"], stopped: ["complete", "error", "removed"],
   };
-  const TOKEN_KEY = "haul.rpcSecret", DIR_KEY = "haul.lastDir";
+  const TOKEN_KEY = "haul.rpcSecret", DIR_KEY = "haul.lastDir", COMPACT_KEY = "haul.compactRows";
 
   function storageGet(k) { try { return localStorage.getItem(k); } catch (e) { return null; } }
   function storageSet(k, v) { try { if (v == null || v === "") localStorage.removeItem(k); else localStorage.setItem(k, v); } catch (e) { /* private mode */ } }
@@ -54,8 +55,10 @@
   let lastTotal = 0, shownKey = "";
   const rows = new Map();   // gid -> row (Rows.make)
 
+
   const detail = createDetail({ rpc, act, move, refreshNow });
   const settings = createSettings({ rpc, refreshNow });
+  const batch = createBatch({ rpc, rows, detail, statusOf, run, invalidateIndex, refreshNow });
 
   // ---------- connection and secret ----------
 
@@ -342,7 +345,7 @@
     let cursor = ul.firstElementChild;
     list.forEach((d) => {
       const gid = String(d.gid);
-      if (seen.has(gid)) return;
+      if (seen.has(gid) || batch.isBeingRemoved(gid)) return;
       seen.add(gid);
       let row = rows.get(gid);
       if (!row) { row = Rows.make(gid, animate); rows.set(gid, row); }
@@ -351,16 +354,22 @@
       else ul.insertBefore(row.el, cursor);
     });
     rows.forEach((row, gid) => { if (!seen.has(gid)) { row.el.remove(); rows.delete(gid); } });
+    batch.rowsChanged();
 
     lastTotal = total;
     const first = view.page * PAGE_SIZE;
     setText($("range"), total ? Fmt.count(first + 1) + "–" + Fmt.count(first + seen.size) + " of " + Fmt.count(total) : "");
     setText($("indexNote"), isQuery() && index ? (view.search || view.filter ? "matching, of " + Fmt.count(index.size) + " in this tab" : "") : "");
-    $("pager").hidden = pages <= 1;
-    setText($("pageText"), "Page " + Fmt.count(view.page + 1) + " of " + Fmt.count(pages));
-    $("pager").querySelectorAll("button").forEach((b) => {
-      const back = b.dataset.page === "first" || b.dataset.page === "prev";
-      b.disabled = back ? view.page === 0 : view.page >= pages - 1;
+    document.querySelectorAll(".pager").forEach((pager) => {
+      pager.hidden = pages <= 1;
+      setText(pager.querySelector(".page-text"), "Page " + Fmt.count(view.page + 1) + " of " + Fmt.count(pages));
+      const input = pager.querySelector(".page-input");
+      setAttr(input, "max", pages);
+      if (document.activeElement !== input) input.value = "";
+      pager.querySelectorAll("button").forEach((b) => {
+        const back = b.dataset.page === "first" || b.dataset.page === "prev";
+        b.disabled = back ? view.page === 0 : view.page >= pages - 1;
+      });
     });
 
     $("empty").hidden = seen.size > 0;
@@ -401,13 +410,19 @@
         const row = rows.get(gid);
         return detail.open(gid, row && row.data);
       }
-      case "remove": {
-        const method = Fmt.isStopped(statusOf(gid)) ? "aria2.removeDownloadResult" : "aria2.remove";
-        if (detail.gid === gid) detail.close();
-        return run(button, rpc.call(method, gid).then(invalidateIndex), "Could not remove");
-      }
+      case "remove": return batch.remove([gid]);
     }
   }
+
+  // ---------- compact rows ----------
+
+  function setCompact(on) {
+    document.body.classList.toggle("compact", on);
+    $("compact").setAttribute("aria-pressed", String(on));
+    storageSet(COMPACT_KEY, on ? "1" : "");
+  }
+  setCompact(storageGet(COMPACT_KEY) === "1");
+  $("compact").addEventListener("click", () => setCompact(!document.body.classList.contains("compact")));
 
   function move(gid, how, button) {
     const [offset, origin] = { top: [0, "POS_SET"], up: [-1, "POS_CUR"], down: [1, "POS_CUR"], bottom: [0, "POS_END"] }[how];
@@ -450,6 +465,7 @@
 
   function changeView(change) {
     Object.assign(view, change);
+    batch.clearSelection();
     if (!("page" in change)) view.page = 0;
     refreshNow();
   }
@@ -479,12 +495,22 @@
     setText(ev.currentTarget, desc ? "↓" : "↑");
     changeView({ desc });
   });
-  $("pager").addEventListener("click", (ev) => {
-    const b = ev.target.closest("button[data-page]");
-    if (!b) return;
-    const last = Math.max(0, Math.ceil(lastTotal / PAGE_SIZE) - 1);
-    const page = { first: 0, prev: view.page - 1, next: view.page + 1, last }[b.dataset.page];
-    changeView({ page: Math.max(0, Math.min(last, page)) });
+  document.querySelectorAll(".pager").forEach((pager) => {
+    const last = () => Math.max(0, Math.ceil(lastTotal / PAGE_SIZE) - 1);
+    pager.addEventListener("click", (ev) => {
+      const b = ev.target.closest("button[data-page]");
+      if (!b) return;
+      const page = { first: 0, prev: view.page - 1, next: view.page + 1, last: last() }[b.dataset.page];
+      changeView({ page: Math.max(0, Math.min(last(), page)) });
+    });
+    pager.querySelector("form.jump").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const input = pager.querySelector(".page-input");
+      const page = Math.round(Number(input.value));
+      if (!isFinite(page) || page < 1) return;
+      input.blur();
+      changeView({ page: Math.min(last(), page - 1) });
+    });
   });
 
   // ---------- adding ----------
@@ -521,7 +547,9 @@
         const failed = results.filter(Boolean);
         if (failed.some((f) => Rpc.isUnauthorized(f.error))) setAuth("needed");
         if (!failed.length) {
+          // A fresh form for the next add; the folder is remembered on purpose.
           urls.value = "";
+          $("addPaused").checked = false;
         } else {
           urls.value = failed.map((f) => f.url).join("\n");
           const first = failed[0].error;

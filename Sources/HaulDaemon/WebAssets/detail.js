@@ -15,6 +15,7 @@ function createDetail(app) {
     status = "";
     actionsFor = "";
     $("detailOptions").replaceChildren();
+    options = {};
     $("limitInput").value = "";
     say("");
     if (d) update(d);
@@ -39,10 +40,12 @@ function createDetail(app) {
     if ($("detailFill").style.width !== w) $("detailFill").style.width = w;
     facts($("detailFacts"), [
       ["GID", [gid, "mono"]],
-      ["File", [Fmt.path(d) || "not known until the server answers", "mono"]],
+      // A download that failed before the server named the file has no file: its error says why.
+      ["File", Fmt.path(d) ? [Fmt.path(d), "mono"] : status === "error" ? ["none: " + Fmt.errorText(d), "bad"] : "not known until the server answers"],
       ["Folder", [d.dir || "", "mono"]],
       ["Size", total ? Fmt.bytes(total) + " (" + Fmt.count(total) + " bytes)" : "unknown"],
       ["Downloaded", Fmt.bytes(done) + " · " + p + "%"],
+      ["Waiting", Fmt.waitText(d)],
       ["Speed", status === "active" ? Fmt.speed(d.downloadSpeed) : ""],
       ["Connections", status === "active" ? String(Fmt.num(d.connections)) : ""],
       ["Error", status === "error" ? [Fmt.errorText(d) + (d.errorCode ? " (code " + d.errorCode + ")" : ""), "bad"] : ""],
@@ -51,7 +54,7 @@ function createDetail(app) {
     const uris = d.files && d.files[0] && Array.isArray(d.files[0].uris) ? d.files[0].uris : [];
     $("detailUris").replaceChildren(...uris.map((u) => {
       const li = el("li");
-      li.append(el("span", "uri-status", u.status || ""), el("span", "uri", u.uri || ""));
+      li.append(el("span", "uri-status", Fmt.uriStatus(u, d)), el("span", "uri", u.uri || ""));
       return li;
     }));
     $("detailQueue").hidden = !(status === "waiting" || status === "paused");
@@ -64,8 +67,9 @@ function createDetail(app) {
     }
   }
 
-  // aria2 sends a bitfield (hex, one bit a piece); Haul reports only bytes done, so then the
-  // bar shows how much, not which pieces.
+  // The daemon's bitfield (hex, one bit a piece, the first piece in the highest bit), from
+  // the ranges it has on disk; without one (the length is not known yet, or an older daemon)
+  // the bar shows how much, not which pieces.
   function drawPieces(d) {
     const canvas = $("detailPieces");
     const n = Math.max(1, Fmt.num(d.numPieces)), pieceLength = Fmt.num(d.pieceLength);
@@ -94,19 +98,37 @@ function createDetail(app) {
       const fraction = d.status === "complete" ? 1 : Math.min(1, done / total);
       ctx.fillRect(0, 0, Math.round(width * fraction), height);
       const piecesDone = d.status === "complete" ? n : pieceLength ? Math.floor(done / pieceLength) : 0;
-      setText($("detailPiecesText"), Fmt.count(piecesDone) + " of " + Fmt.count(n) + " pieces" + each +
-        ", counted from the bytes done (this daemon does not say which pieces it has)");
+      setText($("detailPiecesText"), Fmt.count(piecesDone) + " of " + Fmt.count(n) + " pieces" + each + ", counted from the bytes done");
     }
   }
 
+  // The options under the page's own labels with values in units; the raw toggle shows
+  // aria2's keys and values as getOption sends them.
+  let options = {};
+  function showOptions() {
+    const raw = $("detailRaw").getAttribute("aria-pressed") === "true";
+    const keys = Object.keys(options);
+    const rows = keys.map((k) => raw
+      ? [k, [Array.isArray(options[k]) ? options[k].join("\n") : String(options[k]), "mono"]]
+      : [Fmt.optionLabel(k), Fmt.optionValue(k, options[k])]);
+    rows.sort((a, b) => a[0].localeCompare(b[0]));
+    facts($("detailOptions"), rows);
+  }
+
+  $("detailRaw").addEventListener("click", (ev) => {
+    const raw = ev.currentTarget.getAttribute("aria-pressed") !== "true";
+    ev.currentTarget.setAttribute("aria-pressed", String(raw));
+    showOptions();
+  });
+
   function loadOptions() {
     const asked = gid;
-    app.rpc.call("aria2.getOption", asked).then((options) => {
+    app.rpc.call("aria2.getOption", asked).then((answer) => {
       if (asked !== gid) return;
-      const keys = Object.keys(options || {}).sort();
-      facts($("detailOptions"), keys.map((k) => [k, [Array.isArray(options[k]) ? options[k].join("\n") : String(options[k]), "mono"]]));
+      options = answer || {};
+      showOptions();
       const input = $("limitInput");
-      if (document.activeElement !== input) input.value = options["max-download-limit"] || "0";
+      if (document.activeElement !== input) input.value = Fmt.sizeInput(options["max-download-limit"]);
       dialog.dataset.limit = options["max-download-limit"] || "0";
     }, (e) => { if (asked === gid) Dom.toast("Could not read the options: " + e.message); });
   }
@@ -124,7 +146,7 @@ function createDetail(app) {
     button.disabled = true;
     app.rpc.call("aria2.changeOption", asked, { "max-download-limit": value }).then(() => {
       if (asked !== gid) return;
-      say(value === "0" ? "No speed limit." : "Limited to " + value + " per second.", "ok");
+      say(Fmt.num(Fmt.parseSize(value)) ? "Limited to " + Fmt.speed(Fmt.parseSize(value)) + "." : "No speed limit.", "ok");
       $("limitInput").blur();
       loadOptions();
     }, (e) => { if (asked === gid) say("Not changed: " + e.message, "err"); })

@@ -76,5 +76,79 @@ const Fmt = (() => {
     return d.errorMessage || (d.errorCode && d.errorCode !== "0" ? "Error code " + d.errorCode : "Download failed");
   }
 
-  return { STATUS_LABEL, STATUS_RANK, num, bytes, speed, count, duration, percentOf, uris, firstUri, path, nameOf, isStopped, errorText };
+  // A size or rate as the daemon takes it back: aria2's K, M and G are binary (614400 → 600K).
+  function sizeInput(s) {
+    const n = Math.round(num(s));
+    if (!n) return "0";
+    for (const [unit, size] of [["G", 1 << 30], ["M", 1 << 20], ["K", 1 << 10]]) {
+      if (n % size === 0) return n / size + unit;
+    }
+    return String(n);
+  }
+
+  // "600K" → 614400 (what the daemon will store), or NaN when it is not a size.
+  function parseSize(text) {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*$/i.exec(String(text));
+    if (!m) return NaN;
+    return Math.round(Number(m[1]) * ({ "": 1, K: 1 << 10, M: 1 << 20, G: 1 << 30 }[m[2].toUpperCase()]));
+  }
+
+  // aria2's option names as the page labels them, and how their values read.
+  const OPTIONS = {
+    "dir": ["Folder", "text"], "out": ["File name", "text"],
+    "max-concurrent-downloads": ["Downloads at once", "count"],
+    "max-overall-download-limit": ["Speed limit for all downloads", "rate"],
+    "max-download-limit": ["Speed limit", "rate"],
+    "split": ["Connections per download", "count"],
+    "max-connection-per-server": ["Connections per server", "count"],
+    "min-split-size": ["Smallest part split off", "size"],
+    "max-tries": ["Tries", "tries"], "retry-wait": ["Wait between tries", "seconds"],
+    "checksum": ["Checksum", "text"], "header": ["Extra headers", "text"],
+    "allow-overwrite": ["Replace a different file there", "bool"],
+    "all-proxy": ["Proxy", "text"], "http-proxy": ["Proxy for http://", "text"], "https-proxy": ["Proxy for https://", "text"],
+    "no-proxy": ["Without proxy", "text"], "all-proxy-user": ["Proxy user", "text"], "all-proxy-passwd": ["Proxy password", "text"],
+    "ca-certificate": ["Extra CA certificates", "text"], "check-certificate": ["Check certificates", "bool"],
+    "certificate": ["Client certificate", "text"], "private-key": ["Client key", "text"],
+    "http-user": ["User", "text"], "http-passwd": ["Password", "text"],
+    "netrc-path": [".netrc file", "text"], "no-netrc": ["Ignore .netrc", "bool"], "load-cookies": ["Cookies from", "text"],
+    "user-agent": ["User agent", "text"], "referer": ["Referer", "text"],
+    "connect-timeout": ["Connect timeout", "seconds"], "max-redirect": ["Redirects followed", "count"], "http2": ["HTTP/2", "bool"],
+  };
+
+  function optionLabel(key) { return OPTIONS[key] ? OPTIONS[key][0] : key; }
+
+  function optionValue(key, value) {
+    const text = Array.isArray(value) ? value.join("\n") : String(value == null ? "" : value);
+    switch (OPTIONS[key] && OPTIONS[key][1]) {
+      case "rate": return num(text) ? speed(text) : "no limit";
+      case "size": return bytes(text);
+      case "seconds": return text + " s";
+      case "tries": return text === "0" ? "no end" : text;
+      case "bool": return text === "true" ? "yes" : text === "false" ? "no" : text;
+      default: return text;
+    }
+  }
+
+  // Why a waiting download waits (the daemon's waitingReason), in words.
+  function waitText(d) {
+    if (d.status === "paused") return "Paused: it waits until you resume it";
+    if (d.status !== "waiting") return "";
+    const r = d.waitingReason || {};
+    switch (r.kind) {
+      case "slot": return "Waiting for a free slot (" + r.running + " of " + r.limit + " running)";
+      case "host": return "Waiting: host " + r.host + " has its " + r.limit + " connections (--max-connections-per-host)";
+      case "dependency": return "Waiting for download " + (r.name || r.gid);
+      case "starting": return "Starting";
+      default: return "Waiting";
+    }
+  }
+
+  // aria2's URI status ("used" / "waiting") as it reads.
+  function uriStatus(u, d) {
+    if (u.status === "used") return "In use";
+    return { complete: "Was used", error: "Was tried", removed: "Was used" }[d.status] || "Not in use yet";
+  }
+
+  return { STATUS_LABEL, STATUS_RANK, num, bytes, speed, count, duration, percentOf, uris, firstUri, path, nameOf, isStopped, errorText,
+    sizeInput, parseSize, optionLabel, optionValue, waitText, uriStatus };
 })();

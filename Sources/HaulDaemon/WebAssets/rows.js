@@ -1,7 +1,7 @@
 "use strict";
 
 // One list row per download, made once and updated in place on every refresh. Its buttons
-// carry data-action; the list handles their clicks (app.js).
+// carry data-action and its checkbox selects it; the list handles both (app.js).
 const Rows = (() => {
   const { el, icon, setText, setAttr, iconButton } = Dom;
 
@@ -12,6 +12,8 @@ const Rows = (() => {
       li.classList.add("enter");
       li.addEventListener("animationend", () => li.classList.remove("enter"), { once: true });
     }
+    const sel = el("input", "sel");
+    sel.type = "checkbox";
     const ico = el("div", "ico");
     ico.setAttribute("aria-hidden", "true");
     const body = el("div", "body");
@@ -34,8 +36,8 @@ const Rows = (() => {
     err.hidden = true;
     body.append(line1, bar, meta, err);
     const ops = el("div", "ops");
-    li.append(ico, body, ops);
-    return { el: li, ico, name, badge, bar, fill, pct, size, spd, eta, err, errText, ops, data: null, iconFor: "", opsFor: "" };
+    li.append(sel, ico, body, ops);
+    return { el: li, sel, ico, name, badge, bar, fill, pct, size, spd, eta, err, errText, ops, data: null, iconFor: "", opsFor: "" };
   }
 
   // The buttons a download in `status` offers; moving only where the queue order is shown.
@@ -82,7 +84,10 @@ const Rows = (() => {
       setText(row.eta, rate > 0 && total > 0 ? Fmt.duration((total - done) / rate) + " left" : total ? "—" : "");
     } else {
       setText(row.spd, "");
-      setText(row.eta, status === "waiting" ? "Waiting for a free slot" : "");
+      // Paused says so in its badge.
+      setText(row.eta, status === "waiting" ? Fmt.waitText(d) : "");
+      // Compact rows cut it short.
+      setAttr(row.eta, "title", row.eta.textContent);
     }
 
     const showErr = status === "error";
@@ -95,6 +100,7 @@ const Rows = (() => {
       row.ops.replaceChildren(...buttons(status, canMove).map(([action, iconName, label, danger]) => iconButton(action, iconName, label, danger)));
     }
     for (const b of row.ops.children) setAttr(b, "aria-label", b.title + " " + name);
+    setAttr(row.sel, "aria-label", "Select " + name);
   }
 
   return { make, update, buttons };

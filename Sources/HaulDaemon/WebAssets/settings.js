@@ -1,14 +1,21 @@
 "use strict";
 
 // The daemon-wide options: read with aria2.getGlobalOption when the dialog opens, and only
-// the fields that were changed sent back with aria2.changeGlobalOption.
+// the fields that were changed sent back with aria2.changeGlobalOption (which the daemon
+// keeps for its next start). Rates and sizes show as 600K, not 614400.
 //
 // app: { rpc, refreshNow() }
 function createSettings(app) {
   const { $, setText } = Dom;
   const dialog = $("settings"), form = $("settingsForm");
   const NAMES = ["max-concurrent-downloads", "max-overall-download-limit", "max-download-limit", "split", "max-tries", "retry-wait", "dir"];
-  let loaded = null;
+  const SIZES = new Set(["max-overall-download-limit", "max-download-limit"]);
+  let loaded = null;   // name -> the value as shown
+
+  function shown(name, value) {
+    if (value == null) return "";
+    return SIZES.has(name) ? Fmt.sizeInput(value) : String(value);
+  }
 
   function say(text, kind) {
     const msg = $("settingsMsg");
@@ -20,8 +27,11 @@ function createSettings(app) {
     loaded = null;
     delete dialog.dataset.loaded;
     return app.rpc.call("aria2.getGlobalOption").then((options) => {
-      loaded = options || {};
-      NAMES.forEach((name) => { form.elements[name].value = loaded[name] != null ? String(loaded[name]) : ""; });
+      loaded = {};
+      NAMES.forEach((name) => {
+        loaded[name] = shown(name, (options || {})[name]);
+        form.elements[name].value = loaded[name];
+      });
       dialog.dataset.loaded = "true";
     }, (e) => say("Could not read the settings: " + e.message, "err"));
   }
@@ -39,13 +49,13 @@ function createSettings(app) {
     const changed = {};
     NAMES.forEach((name) => {
       const value = form.elements[name].value.trim();
-      if (value !== "" && value !== String(loaded[name] != null ? loaded[name] : "")) changed[name] = value;
+      if (value !== "" && value !== loaded[name]) changed[name] = value;
     });
     if (!Object.keys(changed).length) { say("Nothing changed."); return; }
     const button = $("settingsSave");
     button.disabled = true;
     app.rpc.call("aria2.changeGlobalOption", changed).then(() => {
-      say("Saved: " + Object.keys(changed).join(", ") + ".", "ok");
+      say("Saved, also for the daemon's next start: " + Object.keys(changed).map(Fmt.optionLabel).join(", ") + ".", "ok");
       app.refreshNow();
       return load();
     }, (e) => say("Not saved: " + e.message, "err"))
