@@ -20,7 +20,7 @@ struct EmbedWebAssets: BuildToolPlugin {
                 executable: try context.tool(named: "WebAssetEmbedder").url,
                 arguments: [output.path] + assets.map(\.path),
                 inputFiles: assets,
-                outputFiles: [output]),
+                outputFiles: [output])
         ]
     }
 }

@@ -80,8 +80,10 @@ enum Aria2Options {
     /// A new request for `url` from `options` over `defaults` (whose request is `template`), and
     /// whether to add it paused. Copies of one template share its options: a queue of 100,000
     /// downloads added with the daemon's defaults holds one set of them, not 100,000.
-    static func request(url: String, options: [String: JSONValue], defaults: GlobalOptions,
-                        template: DownloadRequest) throws(RPCError) -> (DownloadRequest, paused: Bool) {
+    static func request(
+        url: String, options: [String: JSONValue], defaults: GlobalOptions,
+        template: DownloadRequest
+    ) throws(RPCError) -> (DownloadRequest, paused: Bool) {
         try validate(url: url)
         var request = template
         request.url = url
@@ -111,7 +113,8 @@ enum Aria2Options {
         let current = destinationParts(request.destination)
         if options["dir"] != nil || options["out"] != nil {
             let folders = defaults.folders
-            let dir = try string(options["dir"], "dir").map { dir throws(RPCError) in try folders.folder(dir, base: defaults.dir) }
+            let dir =
+                try string(options["dir"], "dir").map { dir throws(RPCError) in try folders.folder(dir, base: defaults.dir) }
                 ?? current.dir
             let out = try string(options["out"], "out") ?? current.out
             if let out, !out.isEmpty {
@@ -256,8 +259,8 @@ enum Aria2Options {
     /// A URL Haul can download: `http` or `https` with a host.
     static func validate(url: String) throws(RPCError) {
         guard let components = URLComponents(string: url),
-              let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = components.host, !host.isEmpty
+            let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            let host = components.host, !host.isEmpty
         else {
             throw .failed("not a URL Haul can download: it takes http:// and https:// URLs only")
         }

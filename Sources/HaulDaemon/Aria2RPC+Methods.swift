@@ -112,13 +112,17 @@ extension Aria2RPC {
     func servers(_ p: Parameters) async throws(RPCError) -> JSONValue {
         let download = try await download(p.gid(0))
         guard download.status == .running else { throw .failed("No active download for GID#\(download.id)") }
-        return [[
-            "index": "1",
-            "servers": [[
-                "uri": .string(download.url), "currentUri": .string(download.url),
-                "downloadSpeed": .string(String(download.downloadSpeed)),
-            ]],
-        ]]
+        return [
+            [
+                "index": "1",
+                "servers": [
+                    [
+                        "uri": .string(download.url), "currentUri": .string(download.url),
+                        "downloadSpeed": .string(String(download.downloadSpeed)),
+                    ]
+                ],
+            ]
+        ]
     }
 
     func changePosition(_ p: Parameters) async throws(RPCError) -> JSONValue {
@@ -206,7 +210,8 @@ extension Aria2RPC {
         // Every later download follows these (a proxy, certificate checks), so each change is
         // said where whoever runs the daemon sees it.
         for (name, value) in options.sorted(by: { $0.key < $1.key }) {
-            logger.notice("changeGlobalOption from \(exchange.client ?? "this process"): \(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)")
+            logger.notice(
+                "changeGlobalOption from \(exchange.client ?? "this process"): \(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)")
         }
         // Kept in the store (beside the downloads, whose rows hold credentials too), so a
         // restart does not quietly undo a change made on the web page.
@@ -224,7 +229,9 @@ extension Aria2RPC {
         // turning certificate checks off for every later download must come from whoever
         // started the daemon.
         if !hasSecret, try Aria2Options.bool(options["check-certificate"], "check-certificate") == false {
-            throw .failed("check-certificate=false is refused by changeGlobalOption on a daemon without a secret: start the daemon with --rpc-secret, or pass --check-certificate=false on its command line")
+            throw .failed(
+                "check-certificate=false is refused by changeGlobalOption on a daemon without a secret: start the daemon with --rpc-secret, or pass --check-certificate=false on its command line"
+            )
         }
         // Check everything before changing anything.
         var next = globals

@@ -35,9 +35,10 @@ extension Aria2RPC {
         case .host(let host, let limit):
             return ["kind": "host", "host": .string(host), "limit": .string(String(limit))]
         case .dependency(let id):
-            let name = await manager.download(id).map { download in
-                download.destinationIsFile ? (download.destination as NSString).lastPathComponent : download.url
-            } ?? ""
+            let name =
+                await manager.download(id).map { download in
+                    download.destinationIsFile ? (download.destination as NSString).lastPathComponent : download.url
+                } ?? ""
             return ["kind": "dependency", "gid": .string(id.description), "name": .string(name)]
         }
     }

@@ -31,8 +31,10 @@ public actor Aria2RPC {
     /// When wrong tokens are answered, per client address.
     private var backoff = WrongTokenBackoff()
 
-    init(manager: DownloadManager, downloader: Downloader, secret: String?, globals: GlobalOptions,
-         logger: Logger = Logger(label: "haul-daemon"), requestShutdown: @escaping ShutdownRequest) {
+    init(
+        manager: DownloadManager, downloader: Downloader, secret: String?, globals: GlobalOptions,
+        logger: Logger = Logger(label: "haul-daemon"), requestShutdown: @escaping ShutdownRequest
+    ) {
         self.manager = manager
         self.downloader = downloader
         self.secret = secret
@@ -111,7 +113,9 @@ public actor Aria2RPC {
         /// past ``Aria2RPC/maxListedPerRequest``.
         mutating func charge(_ count: Int) throws(RPCError) {
             guard count <= Aria2RPC.maxListedPerRequest - listed else {
-                throw .failed("one request may list at most \(Aria2RPC.maxListedPerRequest) downloads across its answers (tellActive, tellWaiting and tellStopped together); ask for fewer at a time, in pages of 1000 for example")
+                throw .failed(
+                    "one request may list at most \(Aria2RPC.maxListedPerRequest) downloads across its answers (tellActive, tellWaiting and tellStopped together); ask for fewer at a time, in pages of 1000 for example"
+                )
             }
             listed += count
         }

@@ -68,14 +68,16 @@ extension DownloadManager.Download {
 
     /// The `files` entry: Haul downloads one file per download from one URL.
     var aria2Files: JSONValue {
-        [[
-            "index": "1",
-            "path": .string(filePath),
-            "length": .string(String(totalLength)),
-            "completedLength": .string(String(completedLength)),
-            "selected": "true",
-            "uris": aria2URIs,
-        ]]
+        [
+            [
+                "index": "1",
+                "path": .string(filePath),
+                "length": .string(String(totalLength)),
+                "completedLength": .string(String(completedLength)),
+                "selected": "true",
+                "uris": aria2URIs,
+            ]
+        ]
     }
 
     var aria2URIs: JSONValue {

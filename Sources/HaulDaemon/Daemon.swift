@@ -20,10 +20,15 @@ public enum Daemon {
     ///
     /// - Throws: ``Failure`` when it cannot start: a non-loopback address without a secret,
     ///   another daemon on the state folder, a store that cannot be opened, a port in use.
-    public static func run(_ configuration: Configuration, logger: Logger,
-                           onRunning: @escaping @Sendable (DaemonEndpoint) -> Void = { _ in }) async throws {
+    public static func run(
+        _ configuration: Configuration, logger: Logger,
+        onRunning: @escaping @Sendable (DaemonEndpoint) -> Void = { _ in }
+    ) async throws {
         if !configuration.isLoopback, !configuration.hasSecret {
-            throw Failure(description: "refusing to listen on \(configuration.address) without --rpc-secret: anyone who can reach it could make this machine download and write files; set a secret or listen on 127.0.0.1")
+            throw Failure(
+                description:
+                    "refusing to listen on \(configuration.address) without --rpc-secret: anyone who can reach it could make this machine download and write files; set a secret or listen on 127.0.0.1"
+            )
         }
         let lock = try StateLock(stateDirectory: configuration.stateDirectory)
         defer { lock.release() }
@@ -32,11 +37,16 @@ public enum Daemon {
         do { downloader = try Downloader(engineConfiguration(configuration, logger: logger)) } catch {
             throw Failure(description: error.description)
         }
-        let manager = DownloadManager(downloader: downloader, configuration: .init(
-            maxConcurrentDownloads: configuration.maxConcurrentDownloads,
-            maxConnectionsPerHost: configuration.maxConnectionsPerHost, queue: queue))
-        let notifier = await Notifier(manager: manager, hooks: .init(onComplete: configuration.onDownloadComplete,
-                                                                     onError: configuration.onDownloadError), logger: logger)
+        let manager = DownloadManager(
+            downloader: downloader,
+            configuration: .init(
+                maxConcurrentDownloads: configuration.maxConcurrentDownloads,
+                maxConnectionsPerHost: configuration.maxConnectionsPerHost, queue: queue))
+        let notifier = await Notifier(
+            manager: manager,
+            hooks: .init(
+                onComplete: configuration.onDownloadComplete,
+                onError: configuration.onDownloadError), logger: logger)
         do { try await manager.restore() } catch {
             await manager.shutdown()
             do { try await downloader.shutdown() } catch {
@@ -46,9 +56,10 @@ public enum Daemon {
         }
 
         let shutdownRequests = ShutdownRequests()
-        let rpc = Aria2RPC(manager: manager, downloader: downloader, secret: configuration.secret,
-                           globals: globalOptions(configuration), logger: logger,
-                           requestShutdown: { shutdownRequests.request() })
+        let rpc = Aria2RPC(
+            manager: manager, downloader: downloader, secret: configuration.secret,
+            globals: globalOptions(configuration), logger: logger,
+            requestShutdown: { shutdownRequests.request() })
         await rpc.restoreSavedOptions(except: configuration.explicitOptions)
         let listener = Listener(configuration: configuration, rpc: rpc, notifier: notifier, logger: logger, onRunning: onRunning)
         // Started first to last, shut down last to first: the manager saves every download
@@ -60,8 +71,9 @@ public enum Daemon {
                 .init(service: shutdownRequests, successTerminationBehavior: .gracefullyShutdownGroup),
                 // Ends by itself once the manager's events end.
                 .init(service: notifier, successTerminationBehavior: .ignore),
-                .init(service: ManagerService(manager: manager, downloader: downloader),
-                      successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(
+                    service: ManagerService(manager: manager, downloader: downloader),
+                    successTerminationBehavior: .gracefullyShutdownGroup),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         services.maximumGracefulShutdownDuration = .seconds(20)
@@ -70,7 +82,10 @@ public enum Daemon {
             try await ServiceGroup(configuration: services).run()
         } catch {
             guard listener.isListening else {
-                throw Failure(description: "cannot listen on \(configuration.address):\(configuration.port): \(Self.reason(error)); is another daemon running? Choose another --rpc-listen-port")
+                throw Failure(
+                    description:
+                        "cannot listen on \(configuration.address):\(configuration.port): \(Self.reason(error)); is another daemon running? Choose another --rpc-listen-port"
+                )
             }
             logger.debug("stopped: \(error)")
         }

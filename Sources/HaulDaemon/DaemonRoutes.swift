@@ -40,19 +40,24 @@ enum DaemonRoutes {
 
     /// The HTTP answer, with aria2's statuses: 200, or 400 and 500 for an error (a batch is 200).
     static func answer(_ answer: JSONValue, status: HTTPResponse.Status? = nil) -> Response {
-        let code = status?.code ?? answer["error"].map { error in
-            RPCError(code: Int(error["code"]?.integer ?? 1), message: "").httpStatus
-        } ?? 200
-        return Response(status: .init(code: code), headers: [.contentType: "application/json-rpc", .cacheControl: "no-cache"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: answer.bytes)))
+        let code =
+            status?.code ?? answer["error"].map { error in
+                RPCError(code: Int(error["code"]?.integer ?? 1), message: "").httpStatus
+            } ?? 200
+        return Response(
+            status: .init(code: code), headers: [.contentType: "application/json-rpc", .cacheControl: "no-cache"],
+            body: .init(byteBuffer: ByteBuffer(bytes: answer.bytes)))
     }
 
     static func webSocketRouter(rpc: Aria2RPC, notifier: Notifier, gate: RequestGate) -> Router<DaemonRequestContext> {
         let router = Router(context: DaemonRequestContext.self)
-        router.ws("/jsonrpc", shouldUpgrade: { request, _ in
-            try gate.check(request)
-            return .upgrade([:])
-        }) { inbound, outbound, context in
+        router.ws(
+            "/jsonrpc",
+            shouldUpgrade: { request, _ in
+                try gate.check(request)
+                return .upgrade([:])
+            }
+        ) { inbound, outbound, context in
             let client = context.requestContext.remoteAddress?.ipAddress
             // Ends when the daemon stops (the notifier closes every stream), so the socket closes then.
             let notifications = notifier.subscribe()

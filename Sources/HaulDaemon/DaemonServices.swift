@@ -23,8 +23,10 @@ final class Listener: Service {
     /// How long requests in flight may take once the daemon is stopping.
     static let grace: Duration = .seconds(2)
 
-    init(configuration: Daemon.Configuration, rpc: Aria2RPC, notifier: Notifier, logger: Logger,
-         onRunning: @escaping @Sendable (DaemonEndpoint) -> Void) {
+    init(
+        configuration: Daemon.Configuration, rpc: Aria2RPC, notifier: Notifier, logger: Logger,
+        onRunning: @escaping @Sendable (DaemonEndpoint) -> Void
+    ) {
         self.configuration = configuration
         self.rpc = rpc
         self.notifier = notifier
@@ -44,9 +46,11 @@ final class Listener: Service {
             http1: .init(idleTimeout: .seconds(60)), ws: .init(maxFrameSize: 1 << 20))
         let (connections, logger) = (connections, logger)
         let server = HTTPServerBuilder { responder in
-            connections.tracking(WebSocketHandshakeGate.guarding(HTTP1WebSocketUpgradeChannel(
-                responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
-                gate: gate, logger: logger))
+            connections.tracking(
+                WebSocketHandshakeGate.guarding(
+                    HTTP1WebSocketUpgradeChannel(
+                        responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
+                    gate: gate, logger: logger))
         }
         let configuration = configuration
         let app = Application(
@@ -58,7 +62,8 @@ final class Listener: Service {
                 listening.withLock { $0 = true }
                 let endpoint = DaemonEndpoint(pid: getpid(), address: configuration.address, port: port, secret: configuration.secret)
                 do { try endpoint.write(stateDirectory: configuration.stateDirectory) } catch {
-                    logger.error("cannot write \(DaemonEndpoint.path(in: configuration.stateDirectory)): \(error); haul add and haul ls will not find this daemon")
+                    logger.error(
+                        "cannot write \(DaemonEndpoint.path(in: configuration.stateDirectory)): \(error); haul add and haul ls will not find this daemon")
                 }
                 onRunning(endpoint)
             },

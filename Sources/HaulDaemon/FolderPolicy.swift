@@ -19,7 +19,9 @@ struct FolderPolicy: Sendable {
         try Self.refuseControlCharacters(dir, "dir")
         let path = Self.normalized(dir.hasPrefix("/") ? dir : base + "/" + dir)
         guard !confined || Self.contains(root, path) else {
-            throw .failed("dir \(dir) is outside the download folder \(root): without --rpc-secret the daemon writes only there; give a folder inside it, or start the daemon with a secret")
+            throw .failed(
+                "dir \(dir) is outside the download folder \(root): without --rpc-secret the daemon writes only there; give a folder inside it, or start the daemon with a secret"
+            )
         }
         return path
     }
@@ -41,7 +43,9 @@ struct FolderPolicy: Sendable {
             throw .failed("out has a folder name of \(long.utf8.count) bytes; the file system takes at most \(Self.maxNameBytes)")
         }
         guard name.utf8.count <= Self.maxFileNameBytes else {
-            throw .failed("out's file name is \(name.utf8.count) bytes; it may be at most \(Self.maxFileNameBytes) (the file system's \(Self.maxNameBytes) less \(Self.partSuffix) while it downloads)")
+            throw .failed(
+                "out's file name is \(name.utf8.count) bytes; it may be at most \(Self.maxFileNameBytes) (the file system's \(Self.maxNameBytes) less \(Self.partSuffix) while it downloads)"
+            )
         }
         let path = Self.normalized(folder + "/" + out)
         guard !confined || Self.contains(root, path) else {

@@ -43,8 +43,10 @@ struct RequestGate: RouterMiddleware {
 
     /// Throws a 403 that says why, for a request a web page of another site could have sent.
     func check(_ request: Request) throws(HTTPError) {
-        if let reason = refusal(host: request.head.authority, origin: request.headers[.origin], path: request.uri.path,
-                                fetchSite: request.headers[.secFetchSite]) {
+        if let reason = refusal(
+            host: request.head.authority, origin: request.headers[.origin], path: request.uri.path,
+            fetchSite: request.headers[.secFetchSite])
+        {
             throw HTTPError(.forbidden, message: reason)
         }
     }

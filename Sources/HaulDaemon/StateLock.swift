@@ -19,7 +19,9 @@ final class StateLock: Sendable {
             close(fd)
             let other = (try? DaemonEndpoint.read(stateDirectory: stateDirectory)).flatMap { $0 }
             let who = other.map { " (pid \($0.pid), listening on \($0.rpcURL))" } ?? ""
-            throw Daemon.Failure(description: "another haul daemon\(who) is using the state folder \(stateDirectory); stop it first (haul shutdown or kill), or pass another --state-dir")
+            throw Daemon.Failure(
+                description:
+                    "another haul daemon\(who) is using the state folder \(stateDirectory); stop it first (haul shutdown or kill), or pass another --state-dir")
         }
     }
 

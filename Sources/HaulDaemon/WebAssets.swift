@@ -35,24 +35,25 @@ enum WebAssets {
     }
 
     /// Every asset by its URL path, decoded on first use.
-    static let served: [String: Served] = Dictionary(uniqueKeysWithValues: embedded.map { asset in
-        guard let bytes = Data(base64Encoded: asset.base64) else {
-            preconditionFailure("WebAssets+Embedded.swift holds bad base64 for \(asset.name); rebuild")
-        }
-        let etag = "\"\(asset.hash.prefix(32))\""
-        let headers: HTTPFields = [
-            .contentType: asset.contentType,
-            .eTag: etag,
-            // The page is revalidated on every load; a hashed URL's content never changes.
-            .cacheControl: asset.urlPath == "/" ? "no-cache" : "public, max-age=31536000, immutable",
-            .contentSecurityPolicy: contentSecurityPolicy,
-            .xContentTypeOptions: "nosniff",
-            .referrerPolicy: "no-referrer",
-            .crossOriginOpenerPolicy: "same-origin",
-            .crossOriginResourcePolicy: "same-origin",
-        ]
-        return (asset.urlPath, Served(body: ByteBuffer(bytes: bytes), etag: etag, headers: headers))
-    })
+    static let served: [String: Served] = Dictionary(
+        uniqueKeysWithValues: embedded.map { asset in
+            guard let bytes = Data(base64Encoded: asset.base64) else {
+                preconditionFailure("WebAssets+Embedded.swift holds bad base64 for \(asset.name); rebuild")
+            }
+            let etag = "\"\(asset.hash.prefix(32))\""
+            let headers: HTTPFields = [
+                .contentType: asset.contentType,
+                .eTag: etag,
+                // The page is revalidated on every load; a hashed URL's content never changes.
+                .cacheControl: asset.urlPath == "/" ? "no-cache" : "public, max-age=31536000, immutable",
+                .contentSecurityPolicy: contentSecurityPolicy,
+                .xContentTypeOptions: "nosniff",
+                .referrerPolicy: "no-referrer",
+                .crossOriginOpenerPolicy: "same-origin",
+                .crossOriginResourcePolicy: "same-origin",
+            ]
+            return (asset.urlPath, Served(body: ByteBuffer(bytes: bytes), etag: etag, headers: headers))
+        })
 
     /// Answers `GET /` and `GET /assets/NAME` from the embedded files.
     static func addRoutes<Context: RequestContext>(to router: Router<Context>) {
@@ -64,8 +65,9 @@ enum WebAssets {
 
     static func response(for path: String, _ request: Request) -> Response {
         guard let asset = served[path] else {
-            return Response(status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"],
-                            body: .init(byteBuffer: ByteBuffer(string: "no such file: reload the page\n")))
+            return Response(
+                status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: "no such file: reload the page\n")))
         }
         let conditions = request.headers[values: .ifNoneMatch]
         if !conditions.isEmpty, conditions.contains(where: { matches($0, etag: asset.etag) }) {

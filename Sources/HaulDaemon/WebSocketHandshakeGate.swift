@@ -43,8 +43,9 @@ final class WebSocketHandshakeGate: ChannelInboundHandler, RemovableChannelHandl
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if decided { return }  // the rest of a refused request
         guard case .head(let head) = unwrapInboundIn(data), Self.isHandshake(head),
-              let reason = gate.refusal(host: head.headers.first(name: "Host"), origin: head.headers.first(name: "Origin"),
-                                        path: String(head.uri.prefix { $0 != "?" }), fetchSite: head.headers.first(name: "Sec-Fetch-Site"))
+            let reason = gate.refusal(
+                host: head.headers.first(name: "Host"), origin: head.headers.first(name: "Origin"),
+                path: String(head.uri.prefix { $0 != "?" }), fetchSite: head.headers.first(name: "Sec-Fetch-Site"))
         else {
             decide(false)
             context.fireChannelRead(data)
@@ -56,8 +57,10 @@ final class WebSocketHandshakeGate: ChannelInboundHandler, RemovableChannelHandl
         logger.notice("refused a WebSocket connection from \(context.remoteAddress?.ipAddress ?? "?") (Origin \(origin)): \(reason)")
         let answer: JSONValue = ["error": ["message": .string(reason)]]
         let body = context.channel.allocator.buffer(bytes: answer.bytes)
-        let headers = HTTPHeaders([("Content-Type", "application/json; charset=utf-8"),
-                                   ("Content-Length", String(body.readableBytes)), ("Connection", "close")])
+        let headers = HTTPHeaders([
+            ("Content-Type", "application/json; charset=utf-8"),
+            ("Content-Length", String(body.readableBytes)), ("Connection", "close"),
+        ])
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .forbidden, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let channel = context.channel

@@ -193,9 +193,10 @@ extension ForwardProxy {
 
     /// tinyproxy's config grammar for a `BasicAuth` word: `[-a-z0-9._]+`, case-insensitive.
     static func isConfigToken(_ text: String) -> Bool {
-        !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
-            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "-._".unicodeScalars.contains(scalar))
-        }
+        !text.isEmpty
+            && text.unicodeScalars.allSatisfy { scalar in
+                scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "-._".unicodeScalars.contains(scalar))
+            }
     }
 
     /// tinyproxy opens its log only after binding its port and logs "Starting main loop" just
@@ -241,7 +242,9 @@ public struct TestServerError: Error, Equatable, CustomStringConvertible {
     static func notInstalled(_ binary: String, package: String) -> TestServerError {
         TestServerError(
             code: .notInstalled,
-            description: "\(binary) not found in PATH or the usual bin and sbin folders; install it (apt-get install -y \(package), or scripts/install-deps.sh --with-test-servers)")
+            description:
+                "\(binary) not found in PATH or the usual bin and sbin folders; install it (apt-get install -y \(package), or scripts/install-deps.sh --with-test-servers)"
+        )
     }
 
     static func didNotStart(_ binary: String, detail: String) -> TestServerError {

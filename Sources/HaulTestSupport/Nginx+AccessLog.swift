@@ -48,7 +48,8 @@ extension NginxServer {
         public var connection: Int
 
         /// The log_format, as JSON with `escape=json` (quotes and control bytes escaped).
-        static let format = #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection"}"#
+        static let format =
+            #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection"}"#
 
         private enum CodingKeys: String, CodingKey {
             case serverProtocol, request, method, uri, status, bodyBytesSent, host, authorization, cookie

@@ -70,27 +70,34 @@ extension NginxServer {
             if let basicAuth {
                 let user = basicAuth.user.unicodeScalars, password = basicAuth.password.unicodeScalars
                 if user.isEmpty || user.contains(where: { $0 == ":" || $0.properties.generalCategory == .control })
-                    || password.contains(where: { $0 == "\n" || $0 == "\r" }) {
+                    || password.contains(where: { $0 == "\n" || $0 == "\r" })
+                {
                     throw NginxServerError.invalidOptions(
                         "basicAuth needs a user without ':' or control characters and a password without line breaks")
                 }
             }
             if let cookie {
-                let nameOK = !cookie.name.isEmpty && cookie.name.unicodeScalars.allSatisfy {
-                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_")
-                }
-                let valueOK = !cookie.value.isEmpty && cookie.value.unicodeScalars.allSatisfy {
-                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._~+/=-".unicodeScalars.contains($0))
-                }
+                let nameOK =
+                    !cookie.name.isEmpty
+                    && cookie.name.unicodeScalars.allSatisfy {
+                        $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_")
+                    }
+                let valueOK =
+                    !cookie.value.isEmpty
+                    && cookie.value.unicodeScalars.allSatisfy {
+                        $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._~+/=-".unicodeScalars.contains($0))
+                    }
                 guard nameOK, valueOK else {
                     throw NginxServerError.invalidOptions(
-                        "cookie name must be letters, digits and '_' (an nginx variable name) and its value letters, digits and ._~+/=-, not \(cookie.name)=\(cookie.value)")
+                        "cookie name must be letters, digits and '_' (an nginx variable name) and its value letters, digits and ._~+/=-, not \(cookie.name)=\(cookie.value)"
+                    )
                 }
             }
             if let redirectTarget {
                 try Self.checkQuotable(redirectTarget, what: "redirectTarget")
                 guard redirectTarget.hasPrefix("http://") || redirectTarget.hasPrefix("https://"),
-                      !redirectTarget.contains(" ") else {
+                    !redirectTarget.contains(" ")
+                else {
                     throw NginxServerError.invalidOptions("redirectTarget must be an absolute http(s) URL, not \(redirectTarget)")
                 }
             }

@@ -182,7 +182,8 @@ extension NginxServer {
     ) -> String {
         let user = getuid() == 0 ? "user root;" : ""
         let rate = options.limitRate.map { "limit_rate \($0);" } ?? ""
-        let accessLog = options.accessLog
+        let accessLog =
+            options.accessLog
             ? "log_format haul escape=json '\(AccessLogEntry.format)';\n    access_log \"\(directory)/access.log\" haul;"
             : "access_log off;"
         var listen = "listen 127.0.0.1:\(port);"
@@ -287,7 +288,8 @@ extension NginxServer {
     /// `nginx -v` says `nginx version: nginx/1.22.1` on stderr.
     static func version(of nginx: String) -> [Int]? {
         guard let result = try? ServerSupport.run(nginx, ["-v"], seconds: 10),
-              let slash = result.error.range(of: "nginx/") else { return nil }
+            let slash = result.error.range(of: "nginx/")
+        else { return nil }
         let digits = result.error[slash.upperBound...].prefix { $0.isNumber || $0 == "." }
         let parts = digits.split(separator: ".").compactMap { Int($0) }
         return parts.isEmpty ? nil : parts

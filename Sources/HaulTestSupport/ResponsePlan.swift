@@ -48,8 +48,10 @@ struct ResponsePlan {
 
     /// Decides the response; precedence is method, failFirst, required headers, headAllowed, status, redirect,
     /// conditions, content.
-    init(method: String, range: String?, ifRange: String?, conditions: Conditions = .init(), route: Route, history: RouteHistory,
-         header: (String) -> String? = { _ in nil }) {
+    init(
+        method: String, range: String?, ifRange: String?, conditions: Conditions = .init(), route: Route, history: RouteHistory,
+        header: (String) -> String? = { _ in nil }
+    ) {
         let isHead = method == "HEAD"
         let missing = route.requiredHeaders.first { header($0.name)?.contains($0.contains) != true }
         if !isHead && method != "GET" {

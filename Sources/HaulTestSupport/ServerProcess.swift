@@ -77,7 +77,11 @@ final class ServerProcess: Sendable {
     /// Kills the server and waits (at most a few seconds) until it has exited. Calling it again
     /// does nothing.
     func stop() async {
-        guard stopped.withLock({ old in defer { old = true }; return !old }) else { return }
+        guard
+            stopped.withLock({ old in
+                defer { old = true }; return !old
+            })
+        else { return }
         // The watcher kills the server while it is still our unreaped child, so its pid cannot
         // have been reused yet.
         try? lifeline.close()
@@ -101,7 +105,8 @@ enum ServerSupport {
     /// The first executable named `name` in `PATH`, then in `extraDirectories`.
     static func findExecutable(_ name: String, extraDirectories: [String] = []) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        let candidates = path.split(separator: ":").map { "\($0)/\(name)" }
+        let candidates =
+            path.split(separator: ":").map { "\($0)/\(name)" }
             + extraDirectories.map { "\($0)/\(name)" }
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }

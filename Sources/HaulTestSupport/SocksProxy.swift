@@ -157,7 +157,8 @@ extension SocksProxy {
         for _ in 0..<200 {
             guard server.isRunning else { return false }
             if let answer = await ServerSupport.firstAnswer(port: port, sending: [5, 1, 0]),
-               answer.first == 5, server.isRunning {
+                answer.first == 5, server.isRunning
+            {
                 return true
             }
             try? await Task.sleep(for: .milliseconds(50))
@@ -169,7 +170,8 @@ extension SocksProxy {
     static func parseConnections(_ log: String) -> [Connection] {
         log.split(separator: "\n").compactMap { line -> Connection? in
             guard line.hasPrefix("client["), let close = line.firstIndex(of: "]"),
-                  let marker = line.range(of: ": connected to "), close < marker.lowerBound else { return nil }
+                let marker = line.range(of: ": connected to "), close < marker.lowerBound
+            else { return nil }
             let client = line[line.index(after: close)..<marker.lowerBound].trimmingCharacters(in: .whitespaces)
             let target = line[marker.upperBound...].trimmingCharacters(in: .whitespaces)
             guard !target.isEmpty else { return nil }

@@ -127,19 +127,20 @@ public final class SquidProxy: Sendable {
             let word = line.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
             return !["http_port", "coredump_dir", "include"].contains(word)
         }
-        return (kept + [
-            "http_port 127.0.0.1:\(port)",
-            "pid_filename \(directory)/squid.pid",
-            "cache_log \(directory)/cache.log",
-            "logformat haul %rm %ru %>Hs",
-            "access_log stdio:\(directory)/access.log haul",
-            "cache deny all",
-            "cache_mem 8 MB",
-            "coredump_dir \(directory)",
-            "netdb_filename none",
-            "pinger_enable off",
-            "shutdown_lifetime 0 seconds",
-        ]).joined(separator: "\n") + "\n"
+        return
+            (kept + [
+                "http_port 127.0.0.1:\(port)",
+                "pid_filename \(directory)/squid.pid",
+                "cache_log \(directory)/cache.log",
+                "logformat haul %rm %ru %>Hs",
+                "access_log stdio:\(directory)/access.log haul",
+                "cache deny all",
+                "cache_mem 8 MB",
+                "coredump_dir \(directory)",
+                "netdb_filename none",
+                "pinger_enable off",
+                "shutdown_lifetime 0 seconds",
+            ]).joined(separator: "\n") + "\n"
     }
 
     private static func waitUntilListening(_ server: ServerProcess, port: Int) async -> Bool {

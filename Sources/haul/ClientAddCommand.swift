@@ -51,7 +51,7 @@ struct AddCommand: AsyncParsableCommand {
                 let answer = try await client.call("aria2.addUri", [[.string(url)], .object(options)])
                 guard let gid = answer.string else { throw .unexpected("aria2.addUri", answer) }
                 StandardOutput.line(gid)
-            } catch where error.isRefusal {
+            } catch  where error.isRefusal {
                 Terminal.error("\(url): \(error.description)")
                 refused = true
             } catch {

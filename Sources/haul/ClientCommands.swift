@@ -9,7 +9,10 @@ import HaulDaemon
 
 /// `--state-dir`, which names the daemon a client command talks to.
 struct DaemonOptions: ParsableArguments {
-    @Option(help: "State folder of the daemon to talk to; its daemon.json says where the daemon listens (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
+    @Option(
+        help:
+            "State folder of the daemon to talk to; its daemon.json says where the daemon listens (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul)."
+    )
     var stateDir: String?
 
     /// The daemon of the state folder, or a one-line error and exit status 69.

@@ -35,7 +35,7 @@ extension DaemonClient {
         for gid in gids {
             do throws(ClientFailure) {
                 try await body(gid)
-            } catch where error.isRefusal {
+            } catch  where error.isRefusal {
                 Terminal.error(error.description)
                 refused = true
             } catch {
@@ -104,7 +104,7 @@ struct RemoveCommand: AsyncParsableCommand {
             do throws(ClientFailure) {
                 _ = try await client.call("aria2.remove", [.string(gid)])
                 return
-            } catch where error.isRefusal {
+            } catch  where error.isRefusal {
                 // It finished between the two calls: forget its result instead.
             }
         }
@@ -152,7 +152,8 @@ struct ShutdownCommand: AsyncParsableCommand {
         let deadline = ContinuousClock.now + Self.patience
         while Self.isRunning(client.endpoint, stateDirectory: stateDirectory) {
             guard ContinuousClock.now < deadline else {
-                Terminal.error("the daemon (pid \(client.endpoint.pid)) asked to shut down is still running after \(Int(Self.patience.components.seconds)) s; see its log")
+                Terminal.error(
+                    "the daemon (pid \(client.endpoint.pid)) asked to shut down is still running after \(Int(Self.patience.components.seconds)) s; see its log")
                 throw ExitCode(ClientExitStatus.unavailable)
             }
             try await Task.sleep(for: .milliseconds(50))

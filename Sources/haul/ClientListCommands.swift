@@ -103,7 +103,8 @@ struct StatusCommand: AsyncParsableCommand {
         }
         var progress = download.percent.map { "\($0)  " } ?? ""
         progress += download.bytes
-        progress += download.totalLength > 0
+        progress +=
+            download.totalLength > 0
             ? " (\(download.completedLength) / \(download.totalLength) bytes)" : " (length not known yet)"
         lines.append(("progress", progress))
         if download.status == "active" {

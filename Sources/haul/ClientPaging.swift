@@ -32,7 +32,8 @@ extension DaemonClient {
         let first = try await multicall(calls)
         let stat = (try? first[0].get()) ?? [:]
         var listing = Listing()
-        listing.expected = Int(stat["numActive"]?.integer ?? 0) + Int(stat["numWaiting"]?.integer ?? 0)
+        listing.expected =
+            Int(stat["numActive"]?.integer ?? 0) + Int(stat["numWaiting"]?.integer ?? 0)
             + (stopped ? Int(stat["numStopped"]?.integer ?? 0) : 0)
         var seen = Set<String>()
         func take(_ downloads: [RemoteDownload]) {

@@ -11,8 +11,10 @@ struct RemoteDownload {
     }
 
     /// The keys the client commands read, so a long list stays small on the wire.
-    static let keys = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections",
-                       "dir", "files", "errorCode", "errorMessage"]
+    static let keys = [
+        "gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections",
+        "dir", "files", "errorCode", "errorMessage",
+    ]
 
     var gid: String { json["gid"]?.string ?? "?" }
     /// active, waiting, paused, error, complete or removed.

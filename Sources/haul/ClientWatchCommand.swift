@@ -31,9 +31,10 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let interactive = Terminal.isInteractive
-        let watcher = Watcher(client: try daemon.connect(), interactive: interactive,
-                              interval: .milliseconds(Int64((interval ?? (interactive ? 0.5 : 5)) * 1000)),
-                              exitWhenIdle: exitWhenIdle)
+        let watcher = Watcher(
+            client: try daemon.connect(), interactive: interactive,
+            interval: .milliseconds(Int64((interval ?? (interactive ? 0.5 : 5)) * 1000)),
+            exitWhenIdle: exitWhenIdle)
         let watching = Task { try await watcher.run() }
         // Ctrl-C ends the watch, not the process: the last frame stays and the status is 0.
         signal(SIGINT, SIG_IGN)
@@ -85,7 +86,8 @@ struct Watcher: Sendable {
                 if Task.isCancelled { return }
                 throw error
             }
-            let unfinished = try client.downloads(results[0], of: "aria2.tellActive")
+            let unfinished =
+                try client.downloads(results[0], of: "aria2.tellActive")
                 + client.downloads(results[1], of: "aria2.tellWaiting")
             let stopped = try client.downloads(results[2], of: "aria2.tellStopped")
             let stat = (try? results[3].get()) ?? [:]

@@ -26,17 +26,23 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Secret every call must carry as its first parameter, token:SECRET (default: $HAUL_RPC_SECRET).")
     var rpcSecret: String?
 
-    @Flag(help: ArgumentHelp(
-        "Print the web page's address with the secret in it (#token=SECRET), which opens the page signed in.",
-        discussion: "Without it the daemon never prints the secret: what it prints often ends up in logs (journald, a terminal's scrollback, CI output). daemon.json in the state folder holds it, readable by you only."))
+    @Flag(
+        help: ArgumentHelp(
+            "Print the web page's address with the secret in it (#token=SECRET), which opens the page signed in.",
+            discussion:
+                "Without it the daemon never prints the secret: what it prints often ends up in logs (journald, a terminal's scrollback, CI output). daemon.json in the state folder holds it, readable by you only."
+        ))
     var printToken = false
 
     @Flag(help: "Answer web pages from any origin (for web front ends served elsewhere, like aria2's option).")
     var rpcAllowOriginAll = false
 
-    @Option(help: ArgumentHelp(
-        "Another name clients reach the daemon by, HOST or HOST:PORT (a tunnel's, a proxy's); repeatable.",
-        discussion: "Requests are answered only when their Host is one of the daemon's names: 127.0.0.1, localhost and [::1] with its port, the listen address, and these. That is what keeps a web page from reaching it by DNS rebinding."))
+    @Option(
+        help: ArgumentHelp(
+            "Another name clients reach the daemon by, HOST or HOST:PORT (a tunnel's, a proxy's); repeatable.",
+            discussion:
+                "Requests are answered only when their Host is one of the daemon's names: 127.0.0.1, localhost and [::1] with its port, the listen address, and these. That is what keeps a web page from reaching it by DNS rebinding."
+        ))
     var rpcAllowHost: [String] = []
 
     // Optional (with their defaults in run()): a flag given here wins over the setting saved
@@ -76,7 +82,9 @@ struct DaemonCommand: AsyncParsableCommand {
 
     func validate() throws {
         if !(0...65535).contains(rpcListenPort) { throw ValidationError("--rpc-listen-port must be between 0 and 65535") }
-        if let maxConcurrentDownloads, !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
+        if let maxConcurrentDownloads, !(1...1000).contains(maxConcurrentDownloads) {
+            throw ValidationError("--max-concurrent-downloads must be between 1 and 1000")
+        }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
         if let limitRate {
             switch ByteCount.rateLimit(limitRate) {
@@ -89,8 +97,9 @@ struct DaemonCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var configuration = Daemon.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory,
-                                                 directory: directory ?? ".")
+        var configuration = Daemon.Configuration(
+            stateDirectory: stateDir ?? Downloader.defaultStateDirectory,
+            directory: directory ?? ".")
         configuration.address = rpcListenAll ? "0.0.0.0" : rpcListenAddress
         configuration.port = rpcListenPort
         configuration.secret = rpcSecret ?? ProcessInfo.processInfo.environment["HAUL_RPC_SECRET"].flatMap { $0.isEmpty ? nil : $0 }

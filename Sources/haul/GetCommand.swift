@@ -23,7 +23,11 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: [.short, .customLong("dir")], help: "Save into this folder, under the server's or the URL's file name.")
     var directory: String = "."
 
-    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from this file ('-' for standard input): one a line, each optionally followed by indented aria2-style 'out=', 'dir=' and 'checksum=' lines; '#' starts a comment.")
+    @Option(
+        name: [.short, .customLong("input-file")],
+        help:
+            "Read URLs from this file ('-' for standard input): one a line, each optionally followed by indented aria2-style 'out=', 'dir=' and 'checksum=' lines; '#' starts a comment."
+    )
     var inputFile: String?
 
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
@@ -94,8 +98,10 @@ struct GetCommand: AsyncParsableCommand {
             Terminal.error("\(error)")
             throw ExitCode(ExitStatus.code(for: [error]))
         }
-        let manager = DownloadManager(downloader: downloader, configuration: .init(
-            maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost, queue: "haul-get"))
+        let manager = DownloadManager(
+            downloader: downloader,
+            configuration: .init(
+                maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost, queue: "haul-get"))
         let interrupts = InterruptHandler(manager: manager)
         let display = ProgressDisplay(quiet: quiet, manager: manager, startedAt: startedAt)
         let drawing = Task { await display.run() }

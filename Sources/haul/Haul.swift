@@ -10,9 +10,11 @@ struct HaulCommand: AsyncParsableCommand {
         commandName: "haul",
         abstract: "A resumable HTTP(S) download manager: interrupt it any way you like, rerun, lose nothing.",
         version: HaulVersion.string,
-        subcommands: [GetCommand.self, DaemonCommand.self, AddCommand.self, ListCommand.self, StatusCommand.self,
-                      PauseCommand.self, ResumeCommand.self, RemoveCommand.self, WaitCommand.self, WatchCommand.self,
-                      ShutdownCommand.self],
+        subcommands: [
+            GetCommand.self, DaemonCommand.self, AddCommand.self, ListCommand.self, StatusCommand.self,
+            PauseCommand.self, ResumeCommand.self, RemoveCommand.self, WaitCommand.self, WatchCommand.self,
+            ShutdownCommand.self,
+        ],
         defaultSubcommand: nil)
 
     static func main() async {

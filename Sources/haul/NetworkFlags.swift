@@ -7,9 +7,11 @@ import HaulDaemon
 /// `haul daemon` share, under aria2's names (with curl's where users expect them). They fill a
 /// download's ``NetworkOptions``.
 struct NetworkFlags: ParsableArguments {
-    @Option(name: [.customLong("all-proxy"), .customLong("proxy")], help: ArgumentHelp(
-        "Proxy for every URL: http://[USER:PASS@]HOST[:PORT] or socks5://HOST[:PORT]. Default: $https_proxy, $http_proxy, $all_proxy.",
-        valueName: "url"))
+    @Option(
+        name: [.customLong("all-proxy"), .customLong("proxy")],
+        help: ArgumentHelp(
+            "Proxy for every URL: http://[USER:PASS@]HOST[:PORT] or socks5://HOST[:PORT]. Default: $https_proxy, $http_proxy, $all_proxy.",
+            valueName: "url"))
     var allProxy: String?
 
     @Option(help: ArgumentHelp("Proxy for http:// URLs (overrides --all-proxy).", valueName: "url"))
@@ -18,13 +20,16 @@ struct NetworkFlags: ParsableArguments {
     @Option(help: ArgumentHelp("Proxy for https:// URLs (overrides --all-proxy).", valueName: "url"))
     var httpsProxy: String?
 
-    @Option(help: ArgumentHelp("Hosts reached without a proxy, comma-separated: names (and their subdomains), addresses, or * (default: $no_proxy).", valueName: "list"))
+    @Option(
+        help: ArgumentHelp(
+            "Hosts reached without a proxy, comma-separated: names (and their subdomains), addresses, or * (default: $no_proxy).", valueName: "list"))
     var noProxy: String?
 
     @Option(name: [.customLong("proxy-user"), .customLong("all-proxy-user")], help: "User name for the proxy, when its URL has none.")
     var proxyUser: String?
 
-    @Option(name: [.customLong("proxy-passwd"), .customLong("all-proxy-passwd")], help: "Password for the proxy (or $HAUL_PROXY_PASSWD, which stays out of ps).")
+    @Option(
+        name: [.customLong("proxy-passwd"), .customLong("all-proxy-passwd")], help: "Password for the proxy (or $HAUL_PROXY_PASSWD, which stays out of ps).")
     var proxyPassword: String?
 
     @Option(help: ArgumentHelp("Trust the CA certificates in this PEM file too (a company or private CA).", valueName: "file"))

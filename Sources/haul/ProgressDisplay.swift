@@ -84,8 +84,10 @@ final class ProgressDisplay: Sendable {
                     Terminal.write(savedLine(result, elapsed: elapsed(only)) + "\n")
                 } else if downloads.count > 1 {
                     let complete = downloads.filter { $0.status == .completed }
-                    Terminal.write(summaryTable(downloads, complete: complete.count, of: downloads.count,
-                                                saved: complete.reduce(0) { $0 + ($1.result?.bytes ?? 0) }))
+                    Terminal.write(
+                        summaryTable(
+                            downloads, complete: complete.count, of: downloads.count,
+                            saved: complete.reduce(0) { $0 + ($1.result?.bytes ?? 0) }))
                 }
             }
             return downloads.compactMap(\.error)
@@ -97,8 +99,10 @@ final class ProgressDisplay: Sendable {
         for list in [DownloadList.stopped, .waiting] {
             var offset = 0
             while true {
-                let page = list == .stopped ? await manager.stopped(from: offset, limit: Self.page)
-                                            : await manager.waiting(from: offset, limit: Self.page)
+                let page =
+                    list == .stopped
+                    ? await manager.stopped(from: offset, limit: Self.page)
+                    : await manager.waiting(from: offset, limit: Self.page)
                 let mine = state.withLock { state in page.filter { state.known.contains($0.id) } }
                 for download in mine where download.status != .completed {
                     if let error = download.error { errors.append(error) }
@@ -190,8 +194,9 @@ final class ProgressDisplay: Sendable {
         if totals.running > 0 { parts.append("\(totals.running) running") }
         if totals.queued > 0 { parts.append("\(totals.queued) queued") }
         if totals.failed > 0 { parts.append("\(totals.failed) failed") }
-        parts.append(totals.totalBytes > 0
-            ? "\(Format.bytes(totals.bytesDone)) / \(Format.bytes(totals.totalBytes))" : Format.bytes(totals.bytesDone))
+        parts.append(
+            totals.totalBytes > 0
+                ? "\(Format.bytes(totals.bytesDone)) / \(Format.bytes(totals.totalBytes))" : Format.bytes(totals.bytesDone))
         if totals.bytesPerSecond > 0 { parts.append(Format.rate(totals.bytesPerSecond)) }
         if let eta = totals.eta, totals.totalBytes > totals.bytesDone { parts.append("ETA \(Format.duration(eta))") }
         return parts.joined(separator: "  ")
@@ -220,7 +225,8 @@ final class ProgressDisplay: Sendable {
         if result.wasAlreadyComplete { return "\(result.path): already downloaded (\(Format.bytes(result.bytes)))" }
         let time = elapsed ?? (.now - startedAt)
         let continued = result.bytesFetched < result.bytes ? ", \(Format.bytes(result.bytesFetched)) of it now" : ""
-        return "\(result.path): saved \(Format.bytes(result.bytes))\(continued) in \(Format.duration(time)) (\(Format.rate(Self.rate(result.bytesFetched, in: time))))"
+        return
+            "\(result.path): saved \(Format.bytes(result.bytes))\(continued) in \(Format.duration(time)) (\(Format.rate(Self.rate(result.bytesFetched, in: time))))"
     }
 
     /// NAME, SIZE, TIME, AVG SPEED, RESULT for every download, then a total line.
@@ -237,15 +243,21 @@ final class ProgressDisplay: Sendable {
             case .completed:
                 let result = download.result
                 let fetched = result?.bytesFetched ?? 0
-                rows.append([name(of: download), Format.bytes(result?.bytes ?? 0), time.map(Format.duration) ?? "-",
-                             result?.wasAlreadyComplete == true ? "-" : Format.rate(Self.rate(fetched, in: time ?? .zero)),
-                             result?.wasAlreadyComplete == true ? "already there" : "ok"])
+                rows.append([
+                    name(of: download), Format.bytes(result?.bytes ?? 0), time.map(Format.duration) ?? "-",
+                    result?.wasAlreadyComplete == true ? "-" : Format.rate(Self.rate(fetched, in: time ?? .zero)),
+                    result?.wasAlreadyComplete == true ? "already there" : "ok",
+                ])
             case .failed:
-                rows.append([name(of: download), download.progress.map { Format.bytes($0.bytesDone) } ?? "-",
-                             time.map(Format.duration) ?? "-", "-", "failed: \(download.error?.message ?? "")"])
+                rows.append([
+                    name(of: download), download.progress.map { Format.bytes($0.bytesDone) } ?? "-",
+                    time.map(Format.duration) ?? "-", "-", "failed: \(download.error?.message ?? "")",
+                ])
             case .queued, .running, .paused:
-                rows.append([name(of: download), download.progress.map { Format.bytes($0.bytesDone) } ?? "-",
-                             time.map(Format.duration) ?? "-", "-", "stopped"])
+                rows.append([
+                    name(of: download), download.progress.map { Format.bytes($0.bytesDone) } ?? "-",
+                    time.map(Format.duration) ?? "-", "-", "stopped",
+                ])
             }
         }
         var text = ""

@@ -7,8 +7,9 @@ import HaulDaemon
 /// and `haul daemon` (as its defaults) share, with one meaning. They fill a
 /// ``DownloadRequest``, which the library checks once.
 struct TransferOptions: ParsableArguments {
-    @Option(name: [.customShort("x"), .long],
-            help: "Connections per download when the server serves ranges of a file of known length, 1–16 (1 disables segmenting; default 4).")
+    @Option(
+        name: [.customShort("x"), .long],
+        help: "Connections per download when the server serves ranges of a file of known length, 1–16 (1 disables segmenting; default 4).")
     var connections: Int?
 
     @Option(help: "Never split a segment below this size: bytes, or with K, M or G (binary) suffix (default 1M).")
@@ -29,8 +30,9 @@ struct TransferOptions: ParsableArguments {
     @Option(help: "Limit each download's rate, e.g. 500K (bytes per second; K, M, G suffixes; 0 for none).")
     var maxDownloadLimit: String?
 
-    @Flag(name: [.customLong("overwrite"), .customLong("allow-overwrite")],
-          help: "Replace a different file already at the destination instead of saving as name.1.ext.")
+    @Flag(
+        name: [.customLong("overwrite"), .customLong("allow-overwrite")],
+        help: "Replace a different file already at the destination instead of saving as name.1.ext.")
     var overwrite = false
 
     @OptionGroup(title: "Network") var network: NetworkFlags

@@ -24,10 +24,11 @@ struct ForwardProxyTests {
                 #expect(Array(tunnel.body) == content)
 
                 let requests = proxy.requests()
-                #expect(requests.map(\.description) == [
-                    "GET \(origin.url("/f.bin")) HTTP/1.1",
-                    "CONNECT 127.0.0.1:\(origin.port) HTTP/1.1",
-                ], "\(proxy.log())")
+                #expect(
+                    requests.map(\.description) == [
+                        "GET \(origin.url("/f.bin")) HTTP/1.1",
+                        "CONNECT 127.0.0.1:\(origin.port) HTTP/1.1",
+                    ], "\(proxy.log())")
             }
         }
     }

@@ -3,9 +3,10 @@ import HaulTestSupport
 import Testing
 
 /// nginx's `/auth/`, `/cookie/`, `/setcookie/`, `/mtls/` and `/redirect-to/`, seen through curl.
-@Suite(.enabled(
-    if: runsWith(NginxServer.executablePath) && runsWith(TestCertificates.opensslPath),
-    "nginx, openssl or curl is not installed"))
+@Suite(
+    .enabled(
+        if: runsWith(NginxServer.executablePath) && runsWith(TestCertificates.opensslPath),
+        "nginx, openssl or curl is not installed"))
 struct NginxLocationTests {
     let content = testContent(1000)
     let alice = TestCredentials(user: "alice", password: "s3cret: with spaces & ü")
@@ -44,8 +45,9 @@ struct NginxLocationTests {
                 // the redirect, one without does not.
                 let jar = FileManager.default.temporaryDirectory.appendingPathComponent("jar-\(UUID().uuidString)").path
                 defer { try? FileManager.default.removeItem(atPath: jar) }
-                let kept = try curl(["-L", "-c", jar, "-b", jar, nginx.url("/setcookie/data.bin")],
-                                    writeOut: "%{http_code} %{num_redirects}")
+                let kept = try curl(
+                    ["-L", "-c", jar, "-b", jar, nginx.url("/setcookie/data.bin")],
+                    writeOut: "%{http_code} %{num_redirects}")
                 #expect(kept.writeOut == "200 1", "\(kept)")
                 #expect(Array(kept.body) == content)
                 let lost = try curl(["-L", nginx.url("/setcookie/data.bin")], writeOut: "%{http_code} %{num_redirects}")
@@ -80,8 +82,10 @@ struct NginxLocationTests {
             }
             // Without a client CA there is no /mtls/ and no certificate request.
             try await NginxServer.withServer(root: folder, options: .init(tls: .init(certs.server))) { nginx in
-                let result = try curl(["--cacert", certs.ca.certificate, "--cert", certs.client.certificate,
-                                       "--key", certs.client.key, nginx.url("/mtls/data.bin")])
+                let result = try curl([
+                    "--cacert", certs.ca.certificate, "--cert", certs.client.certificate,
+                    "--key", certs.client.key, nginx.url("/mtls/data.bin"),
+                ])
                 #expect(result.status == 404, "\(result)")
             }
         }
@@ -114,8 +118,11 @@ struct NginxLocationTests {
 
                     let here = await nginx.accessLog(waitingFor: 4)
                     #expect(here.map(\.status) == [302, 401, 302, 302])
-                    #expect(here.map(\.location) == [other.url("/data.bin", host: "localhost"), "",
-                                                     other.url("/data.bin", host: "localhost"), other.url("/data.bin", host: "localhost")])
+                    #expect(
+                        here.map(\.location) == [
+                            other.url("/data.bin", host: "localhost"), "",
+                            other.url("/data.bin", host: "localhost"), other.url("/data.bin", host: "localhost"),
+                        ])
                     #expect(here[0].cookie == session.header && here[2].cookie == session.header)
                     #expect(here[2].authorization == alice.basicAuthorization)
 

@@ -4,9 +4,10 @@ import Testing
 
 /// Skipped on a developer machine without nginx; in CI (env CI set) it runs and fails loudly,
 /// because the integration tests that lean on nginx would otherwise silently not run.
-@Suite(.enabled(
-    if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil,
-    "nginx is not installed"))
+@Suite(
+    .enabled(
+        if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil,
+        "nginx is not installed"))
 struct NginxServerTests {
     /// 1000 bytes whose values follow their offsets, so a shifted range shows up as a mismatch.
     let content = Data((0..<1000).map { UInt8($0 % 251) })

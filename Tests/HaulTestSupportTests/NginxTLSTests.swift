@@ -3,9 +3,10 @@ import HaulTestSupport
 import Testing
 
 /// nginx with the test certificates and its access log, seen through curl.
-@Suite(.enabled(
-    if: runsWith(NginxServer.executablePath) && runsWith(TestCertificates.opensslPath),
-    "nginx, openssl or curl is not installed"))
+@Suite(
+    .enabled(
+        if: runsWith(NginxServer.executablePath) && runsWith(TestCertificates.opensslPath),
+        "nginx, openssl or curl is not installed"))
 struct NginxTLSTests {
     let content = testContent(1000)
 
@@ -66,12 +67,14 @@ struct NginxTLSTests {
         let certs = try TestCertificates.shared()
         try await withFolder { folder in
             try await NginxServer.withServer(root: folder, options: .init(tls: .testServer(certs))) { nginx in
-                let h2 = try curl(["--http2", "--cacert", certs.ca.certificate, nginx.url("/data.bin")],
-                                  writeOut: "%{http_code} %{http_version}")
+                let h2 = try curl(
+                    ["--http2", "--cacert", certs.ca.certificate, nginx.url("/data.bin")],
+                    writeOut: "%{http_code} %{http_version}")
                 #expect(h2.writeOut == "200 2", "\(h2)")
                 #expect(Array(h2.body) == content)
-                let h1 = try curl(["--http1.1", "--cacert", certs.ca.certificate, nginx.url("/data.bin")],
-                                  writeOut: "%{http_code} %{http_version}")
+                let h1 = try curl(
+                    ["--http1.1", "--cacert", certs.ca.certificate, nginx.url("/data.bin")],
+                    writeOut: "%{http_code} %{http_version}")
                 #expect(h1.writeOut == "200 1.1", "\(h1)")
                 let entries = await nginx.accessLog(waitingFor: 2)
                 #expect(entries.map(\.serverProtocol) == ["HTTP/2.0", "HTTP/1.1"], "\(nginx.accessLogText())")
@@ -80,8 +83,9 @@ struct NginxTLSTests {
             // Turned off: ALPN offers only http/1.1.
             let h1Only = NginxServer.Options(tls: .init(certs.server, http2: false))
             try await NginxServer.withServer(root: folder, options: h1Only) { nginx in
-                let result = try curl(["--http2", "--cacert", certs.ca.certificate, nginx.url("/data.bin")],
-                                      writeOut: "%{http_code} %{http_version}")
+                let result = try curl(
+                    ["--http2", "--cacert", certs.ca.certificate, nginx.url("/data.bin")],
+                    writeOut: "%{http_code} %{http_version}")
                 #expect(result.writeOut == "200 1.1", "\(result)")
             }
         }
@@ -142,8 +146,10 @@ struct NginxTLSTests {
                 }
                 if SocksProxy.executablePath != nil {
                     try await SocksProxy.withProxy { socks in
-                        let result = try curl(["-x", socks.urlResolvingOnProxy, "--cacert", certs.ca.certificate,
-                                               nginx.url("/data.bin", host: "localhost")])
+                        let result = try curl([
+                            "-x", socks.urlResolvingOnProxy, "--cacert", certs.ca.certificate,
+                            nginx.url("/data.bin", host: "localhost"),
+                        ])
                         #expect(result.status == 200, "\(result)")
                         #expect(socks.connections().map(\.target) == ["localhost:\(nginx.port)"])
                     }

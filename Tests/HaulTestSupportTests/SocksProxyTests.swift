@@ -16,10 +16,11 @@ struct SocksProxyTests {
                 #expect(Array(byAddress.body) == content)
                 let byName = try curl(["-x", socks.urlResolvingOnProxy, "http://localhost:\(origin.port)/f.bin"])
                 #expect(byName.status == 200, "\(byName)")
-                #expect(socks.connections().map(\.description) == [
-                    "127.0.0.1 -> 127.0.0.1:\(origin.port)",
-                    "127.0.0.1 -> localhost:\(origin.port)",
-                ], "\(socks.log())")
+                #expect(
+                    socks.connections().map(\.description) == [
+                        "127.0.0.1 -> 127.0.0.1:\(origin.port)",
+                        "127.0.0.1 -> localhost:\(origin.port)",
+                    ], "\(socks.log())")
             }
         }
     }
@@ -72,8 +73,9 @@ struct SocksProxyTests {
             client[5] 127.0.0.1: connected to localhost:443
             client]x: connected to
             """
-        #expect(SocksProxy.parseConnections(log).map(\.description) == [
-            "127.0.0.1 -> 127.0.0.1:18081", "127.0.0.1 -> localhost:443",
-        ])
+        #expect(
+            SocksProxy.parseConnections(log).map(\.description) == [
+                "127.0.0.1 -> 127.0.0.1:18081", "127.0.0.1 -> localhost:443",
+            ])
     }
 }

@@ -15,10 +15,12 @@ import Testing
         let globals = GlobalOptions(dir: "/tmp/q", folders: FolderPolicy(root: "/tmp/q", confined: false))
         let template = Aria2Options.template(globals)
         let (a, pausedA) = try Aria2Options.request(url: "http://h/a", options: [:], defaults: globals, template: template)
-        let (b, pausedB) = try Aria2Options.request(url: "http://h/b", options: ["dir": "/tmp/q/sub", "pause": "true"],
-                                                    defaults: globals, template: template)
-        let (c, _) = try Aria2Options.request(url: "http://h/c", options: ["split": "2", "max-connection-per-server": "2"],
-                                              defaults: globals, template: template)
+        let (b, pausedB) = try Aria2Options.request(
+            url: "http://h/b", options: ["dir": "/tmp/q/sub", "pause": "true"],
+            defaults: globals, template: template)
+        let (c, _) = try Aria2Options.request(
+            url: "http://h/c", options: ["split": "2", "max-connection-per-server": "2"],
+            defaults: globals, template: template)
         #expect(a.sharesOptions(with: template) && b.sharesOptions(with: template))
         #expect(!c.sharesOptions(with: template) && c.connections == 2)
         #expect(a.url == "http://h/a" && a.connections == 4 && !pausedA && pausedB)
@@ -82,10 +84,14 @@ import Testing
                 (#"{"jsonrpc":"2.0","id":1,"method":"aria2.tellStatus","params":["token:s3cret","xyz"]}"#, 1, "Invalid GID xyz"),
                 (#"{"jsonrpc":"2.0","id":1,"method":"aria2.pause","params":["token:s3cret","0123456789abcdef"]}"#, 1, "GID 0123456789abcdef is not found"),
                 (#"{"jsonrpc":"2.0","id":1,"method":"aria2.addUri","params":["token:s3cret",[]]}"#, 1, "URI is not provided."),
-                (#"{"jsonrpc":"2.0","id":1,"method":"aria2.tellWaiting","params":["token:s3cret",0,-1]}"#, 1,
-                 "The integer parameter at 1 has invalid value: the value must be greater than or equal to 0."),
-                (#"{"jsonrpc":"2.0","id":1,"method":"aria2.changePosition","params":["token:s3cret","0123456789abcdef",0,"POS_NOPE"]}"#, 1,
-                 "GID 0123456789abcdef is not found"),
+                (
+                    #"{"jsonrpc":"2.0","id":1,"method":"aria2.tellWaiting","params":["token:s3cret",0,-1]}"#, 1,
+                    "The integer parameter at 1 has invalid value: the value must be greater than or equal to 0."
+                ),
+                (
+                    #"{"jsonrpc":"2.0","id":1,"method":"aria2.changePosition","params":["token:s3cret","0123456789abcdef",0,"POS_NOPE"]}"#, 1,
+                    "GID 0123456789abcdef is not found"
+                ),
             ]
             for item in cases {
                 let answer = await t.answer(item.body)
@@ -104,12 +110,17 @@ import Testing
         try await RPCFixture.with(secret: "s3cret") { t async throws in
             // Listing needs no token; a multicall checks each call's own; a batch answers each object.
             #expect(await t.answer(#"{"jsonrpc":"2.0","id":1,"method":"system.listMethods"}"#)["result"]?.array?.contains("aria2.addUri") == true)
-            #expect(await t.answer(#"{"jsonrpc":"2.0","id":1,"method":"system.listNotifications"}"#)["result"]?.array?.contains("aria2.onDownloadComplete") == true)
-            let multi = await t.answer(#"{"jsonrpc":"2.0","id":1,"method":"system.multicall","params":[[{"methodName":"aria2.getGlobalStat","params":["token:s3cret"]},{"methodName":"aria2.getGlobalStat","params":["token:no"]},{"methodName":"system.multicall","params":[]},{"params":[]}]]}"#)
+            #expect(
+                await t.answer(#"{"jsonrpc":"2.0","id":1,"method":"system.listNotifications"}"#)["result"]?.array?.contains("aria2.onDownloadComplete") == true)
+            let multi = await t.answer(
+                #"{"jsonrpc":"2.0","id":1,"method":"system.multicall","params":[[{"methodName":"aria2.getGlobalStat","params":["token:s3cret"]},{"methodName":"aria2.getGlobalStat","params":["token:no"]},{"methodName":"system.multicall","params":[]},{"params":[]}]]}"#
+            )
             let results = try #require(multi["result"]?.array)
             #expect(results.count == 4 && results[0].array?.first?["numActive"] == "0" && results[1]["message"] == "Unauthorized")
             #expect(results[2]["message"] == "methodName is missing or not allowed" && results[3]["message"] == "methodName is missing or not allowed")
-            let batch = await t.answer(#"[{"jsonrpc":"2.0","id":1,"method":"aria2.getGlobalStat","params":["token:s3cret"]},42,{"jsonrpc":"2.0","id":2,"method":"aria2.nope","params":["token:s3cret"]}]"#)
+            let batch = await t.answer(
+                #"[{"jsonrpc":"2.0","id":1,"method":"aria2.getGlobalStat","params":["token:s3cret"]},42,{"jsonrpc":"2.0","id":2,"method":"aria2.nope","params":["token:s3cret"]}]"#
+            )
             #expect(batch.array?.count == 2 && batch.array?.last?["id"] == 2)
             #expect(await t.answer("[]") == [])
         }
@@ -119,7 +130,9 @@ import Testing
         try await RPCFixture.with { t async throws in
             let add = await t.answer(#"{"jsonrpc":"2.0","id":1,"method":"aria2.addUri","params":[["\#(t.server.url("/x"))"]]}"#, readOnly: true)
             #expect(add["error"]?["message"]?.string?.contains("changes the daemon's state") == true)
-            let multi = await t.answer(#"{"jsonrpc":"2.0","id":1,"method":"system.multicall","params":[[{"methodName":"aria2.getGlobalStat"},{"methodName":"aria2.pauseAll"}]]}"#, readOnly: true)
+            let multi = await t.answer(
+                #"{"jsonrpc":"2.0","id":1,"method":"system.multicall","params":[[{"methodName":"aria2.getGlobalStat"},{"methodName":"aria2.pauseAll"}]]}"#,
+                readOnly: true)
             let results = try #require(multi["result"]?.array)
             #expect(results[0].array?.first?["numActive"] == "0" && results[1]["message"]?.string?.contains("changes the daemon's state") == true)
             #expect(await t.manager.downloads().isEmpty)
@@ -224,14 +237,17 @@ import Testing
             t.server.serve("/old.bin", gone)
             let gid = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/old.bin"))], ["pause": "true"]]).string)
             #expect(try await t.call("aria2.tellStatus", [.string(gid), ["status"]])["status"] == "paused")
-            #expect(try await t.call("aria2.changeUri", [.string(gid), 1, [.string(t.server.url("/old.bin"))], [.string(t.server.url("/new.bin"))]]) == [1, 1])
+            #expect(
+                try await t.call("aria2.changeUri", [.string(gid), 1, [.string(t.server.url("/old.bin"))], [.string(t.server.url("/new.bin"))]]) == [1, 1])
             #expect(try await t.call("aria2.getUris", [.string(gid)]).array?.first?["uri"] == .string(t.server.url("/new.bin")))
             #expect(await t.failure("aria2.changeUri", [.string(gid), 2, [], []]) == "fileIndex is out of range")
             #expect(await t.failure("aria2.changeUri", [.string(gid), 1, [.string(t.server.url("/new.bin"))], []])?.contains("no URI left") == true)
             #expect(try await t.call("aria2.changeOption", [.string(gid), ["max-download-limit": "1M", "out": "x.bin"]]) == "OK")
             #expect(try await t.call("aria2.getOption", [.string(gid)])["max-download-limit"] == .string(String(1 << 20)))
             #expect(await t.failure("aria2.changeOption", [.string(gid), ["split": "17"]]) == "option split must be a number between 1 and 16, not 17")
-            #expect(await t.failure("aria2.changeGlobalOption", [["max-concurrent-downloads": "0"]]) == "option max-concurrent-downloads must be a number between 1 and 1000, not 0")
+            #expect(
+                await t.failure("aria2.changeGlobalOption", [["max-concurrent-downloads": "0"]])
+                    == "option max-concurrent-downloads must be a number between 1 and 1000, not 0")
             #expect(try await t.call("aria2.changeGlobalOption", [["split": "2", "max-tries": "3", "dir": "sub"]]) == "OK")
             let global = try await t.call("aria2.getGlobalOption")
             #expect(global["split"] == "2" && global["max-tries"] == "3" && global["dir"] == .string(t.dir.file("downloads/sub")))
@@ -259,9 +275,10 @@ import Testing
             let options: JSONValue = ["http-user": "me", "http-passwd": "pw", "user-agent": "ua/1", "referer": "*", "max-redirect": "3"]
             let gid = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))], options]).string)
             try await t.waitFor(gid) { $0["status"] == "complete" }
-            #expect(t.server.stats("/login.bin").requests.allSatisfy {
-                $0.header("User-Agent") == "ua/1" && $0.header("Referer") == .some(t.server.url("/login.bin"))
-            })
+            #expect(
+                t.server.stats("/login.bin").requests.allSatisfy {
+                    $0.header("User-Agent") == "ua/1" && $0.header("Referer") == .some(t.server.url("/login.bin"))
+                })
             let shown = try await t.call("aria2.getOption", [.string(gid)])
             // Finished, it kept no password; one still to run shows it masked.
             #expect(shown["http-user"] == "me" && shown["http-passwd"] == nil && shown["max-redirect"] == "3")
@@ -280,27 +297,44 @@ import Testing
             #expect(status["files"]?.array?.first?["uris"]?.array?.first?["uri"] == .string(t.server.url("/login.bin")))
 
             // An option Haul does not know is an error that names it, not silently dropped.
-            #expect(await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["bt-max-peers": "5"]])
-                == "option bt-max-peers is not supported by Haul")
+            #expect(
+                await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["bt-max-peers": "5"]])
+                    == "option bt-max-peers is not supported by Haul")
             #expect(await t.failure("aria2.changeGlobalOption", [["ftp-passwd": "x"]]) == "option ftp-passwd is not supported by Haul")
-            #expect(await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["ca-certificate": "ca.pem"]])
-                == "option ca-certificate must be an absolute path, not ca.pem")
-            #expect(await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["all-proxy": "gopher://p"]])
-                == "unsupported proxy type gopher://: use http:// or socks5:// (gopher://p)")
+            #expect(
+                await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["ca-certificate": "ca.pem"]])
+                    == "option ca-certificate must be an absolute path, not ca.pem")
+            #expect(
+                await t.failure("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["all-proxy": "gopher://p"]])
+                    == "unsupported proxy type gopher://: use http:// or socks5:// (gopher://p)")
 
             // A global proxy applies to new downloads; its password is not shown.
             let port = try closedPort()
-            #expect(try await t.call("aria2.changeGlobalOption", [["all-proxy": .string("http://u:hidden@127.0.0.1:\(port)"),
-                                                                     "check-certificate": "true"]]) == "OK")
+            #expect(
+                try await t.call(
+                    "aria2.changeGlobalOption",
+                    [
+                        [
+                            "all-proxy": .string("http://u:hidden@127.0.0.1:\(port)"),
+                            "check-certificate": "true",
+                        ]
+                    ]) == "OK")
             let global = try await t.call("aria2.getGlobalOption")
             #expect(global["all-proxy"] == .string("http://127.0.0.1:\(port)") && global["check-certificate"] == "true")
             #expect(!"\(global)".contains("hidden"))
-            let proxied = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["out": "third.bin", "max-tries": "1"]]).string)
+            let proxied = try #require(
+                try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))], ["out": "third.bin", "max-tries": "1"]]).string)
             let failed = try await t.waitFor(proxied) { $0["status"] == "error" }
             #expect(failed["errorMessage"] == .string("cannot connect to the proxy 127.0.0.1:\(port): Connection refused"))
             // And no-proxy on one download goes around it.
-            let direct = try #require(try await t.call("aria2.addUri", [[.string(t.server.url("/login.bin"))],
-                                                                       ["out": "fourth.bin", "no-proxy": "127.0.0.1", "http-user": "me", "http-passwd": "pw"]]).string)
+            let direct = try #require(
+                try await t.call(
+                    "aria2.addUri",
+                    [
+                        [.string(t.server.url("/login.bin"))],
+                        ["out": "fourth.bin", "no-proxy": "127.0.0.1", "http-user": "me", "http-passwd": "pw"],
+                    ]
+                ).string)
             try await t.waitFor(direct) { $0["status"] == "complete" }
         }
     }

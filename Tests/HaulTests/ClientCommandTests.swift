@@ -21,8 +21,9 @@ import Testing
             let table = try await t.haul(["ls"])
             #expect(table.status == 0, "\(table.stderr)")
             let lines = table.stdout.split(separator: "\n")
-            #expect(lines.first?.split(separator: " ", omittingEmptySubsequences: true)
-                == ["GID", "STATUS", "PROGRESS", "SIZE", "SPEED", "ETA", "NAME"])
+            #expect(
+                lines.first?.split(separator: " ", omittingEmptySubsequences: true)
+                    == ["GID", "STATUS", "PROGRESS", "SIZE", "SPEED", "ETA", "NAME"])
             let row = try #require(lines.first { $0.hasPrefix(gid) })
             #expect(row.hasSuffix("a.bin"))
             // Column-aligned: every row's STATUS starts where the header's does.
@@ -62,11 +63,12 @@ import Testing
             // The client runs elsewhere than the daemon, as it usually does.
             let client = t.dir.file("client")
             try FileManager.default.createDirectory(atPath: client, withIntermediateDirectories: true)
-            let added = try await t.haul([
-                "add", t.server.url("/o.bin"), "-d", "sub/../saved", "-o", "named.bin", "-x", "2",
-                "--checksum", "sha-256=\(sha256Hex(content))", "-H", "X-One: 1", "-H", "X-Two: 2",
-                "--pause", "--max-download-limit", "200K",
-            ], in: client)
+            let added = try await t.haul(
+                [
+                    "add", t.server.url("/o.bin"), "-d", "sub/../saved", "-o", "named.bin", "-x", "2",
+                    "--checksum", "sha-256=\(sha256Hex(content))", "-H", "X-One: 1", "-H", "X-Two: 2",
+                    "--pause", "--max-download-limit", "200K",
+                ], in: client)
             #expect(added.status == 0, "\(added.stderr)")
             let gid = added.stdout.trimmingCharacters(in: .newlines)
             let options = try await t.daemon.call("aria2.getOption", [.string(gid)])
@@ -96,11 +98,12 @@ import Testing
             let client = t.dir.file("client")
             try FileManager.default.createDirectory(atPath: client, withIntermediateDirectories: true)
             try Data("127.0.0.1\tFALSE\t/\tFALSE\t0\tk\tv\n".utf8).write(to: URL(fileURLWithPath: client + "/cookies.txt"))
-            let added = try await t.haul([
-                "add", t.server.url("/n.bin"), "-d", "out", "--http-user", "me", "--http-passwd", "pw", "-U", "agent/2",
-                "--load-cookies", "cookies.txt", "--max-tries", "3", "--retry-wait", "2", "--min-split-size", "2M",
-                "--allow-overwrite", "--connect-timeout", "5", "--max-redirects", "4",
-            ], in: client)
+            let added = try await t.haul(
+                [
+                    "add", t.server.url("/n.bin"), "-d", "out", "--http-user", "me", "--http-passwd", "pw", "-U", "agent/2",
+                    "--load-cookies", "cookies.txt", "--max-tries", "3", "--retry-wait", "2", "--min-split-size", "2M",
+                    "--allow-overwrite", "--connect-timeout", "5", "--max-redirects", "4",
+                ], in: client)
             #expect(added.status == 0, "\(added.stderr)")
             let gid = added.stdout.trimmingCharacters(in: .newlines)
             let options = try await t.daemon.call("aria2.getOption", [.string(gid)])
@@ -390,8 +393,10 @@ extension DaemonFixture {
     }
 
     /// Runs `haul ARGUMENTS --state-dir STATE` in `directory` (default: the test folder).
-    func haul(_ arguments: [String], in directory: String? = nil,
-              timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    func haul(
+        _ arguments: [String], in directory: String? = nil,
+        timeout: Duration = .seconds(60)
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await HaulProcess.capture(arguments + ["--state-dir", daemon.stateDirectory], in: directory ?? dir.path, timeout: timeout)
     }
 
@@ -419,4 +424,3 @@ extension DaemonFixture {
         return false
     }
 }
-

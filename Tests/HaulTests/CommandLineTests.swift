@@ -95,8 +95,10 @@ import Testing
         var route = Route(content: testBytes(size, seed: 4))
         route.bytesPerSecond = 1 << 20  // per connection
         server.serve("/big.bin", route)
-        let arguments = ["get", "-q", "-x", "8", "--min-split-size", "256K", "-o", "big.bin",
-                         "--state-dir", dir.file("state"), server.url("/big.bin")]
+        let arguments = [
+            "get", "-q", "-x", "8", "--min-split-size", "256K", "-o", "big.bin",
+            "--state-dir", dir.file("state"), server.url("/big.bin"),
+        ]
         for delay in [5, 40, 150, 400, 900, 1500] {
             let haul = try HaulProcess(arguments, in: dir.path)
             try await Task.sleep(for: .milliseconds(delay))
@@ -208,8 +210,10 @@ import Testing
         #expect(stderr.split(separator: "\n").count == 1)
     }
 
-    @Test(arguments: [["get"], ["get", "-o", "x", "http://a/1", "http://a/2"], ["get", "--checksum", "sha-256=12", "http://a/"],
-                      ["get", "-H", "Bad Header", "http://a/"], ["get", "--max-tries", "0", "http://a/"]])
+    @Test(arguments: [
+        ["get"], ["get", "-o", "x", "http://a/1", "http://a/2"], ["get", "--checksum", "sha-256=12", "http://a/"],
+        ["get", "-H", "Bad Header", "http://a/"], ["get", "--max-tries", "0", "http://a/"],
+    ])
     func badCommandLinesAreRefusedWithUsageStatus(arguments: [String]) async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }

@@ -47,21 +47,27 @@ import Testing
         try Data("machine example.org login other password x\n\nmacdef init\ncd /\n\nmachine 127.0.0.1\n  login user\n  password \"pa:ss word\"\n".utf8)
             .write(to: URL(fileURLWithPath: netrc))
 
-        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "a.bin") {
-            $0.network.user = "user"
-            $0.network.password = "pa:ss word"
-        }).get()
-        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "b.bin") {
-            $0.network.useNetrc = true
-            $0.network.netrcPath = netrc
-        }).get()
+        _ = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "a.bin") {
+                $0.network.user = "user"
+                $0.network.password = "pa:ss word"
+            }
+        ).get()
+        _ = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "b.bin") {
+                $0.network.useNetrc = true
+                $0.network.netrcPath = netrc
+            }
+        ).get()
         // The option wins over .netrc; without either, the server's 401 is the answer.
-        let wrong = try await harness.download(harness.request(server.url("/f.bin"), file: "c.bin") {
-            $0.network.useNetrc = true
-            $0.network.netrcPath = netrc
-            $0.network.user = "user"
-            $0.network.password = "wrong"
-        }).failure
+        let wrong = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "c.bin") {
+                $0.network.useNetrc = true
+                $0.network.netrcPath = netrc
+                $0.network.user = "user"
+                $0.network.password = "wrong"
+            }
+        ).failure
         #expect(wrong?.status == 401)
         #expect(try await harness.download(harness.request(server.url("/f.bin"), file: "d.bin")).failure?.status == 401)
         #expect(harness.directory.contents("a.bin") == Self.content && harness.directory.contents("b.bin") == Self.content)
@@ -85,10 +91,12 @@ import Testing
         try Data("127.0.0.1\tFALSE\t/\tFALSE\t0\tfromfile\tv1\n".utf8).write(to: URL(fileURLWithPath: cookies))
 
         let url = home.url("/start.bin").replacingOccurrences(of: "http://", with: "http://user:pa%3Ass%20word@")
-        _ = try await harness.download(harness.request(url, file: "f.bin") {
-            $0.headers = [.init(name: "Cookie", value: "given=1"), .init(name: "X-Kept", value: "yes")]
-            $0.network.cookieFile = cookies
-        }).get()
+        _ = try await harness.download(
+            harness.request(url, file: "f.bin") {
+                $0.headers = [.init(name: "Cookie", value: "given=1"), .init(name: "X-Kept", value: "yes")]
+                $0.network.cookieFile = cookies
+            }
+        ).get()
         #expect(harness.directory.contents("f.bin") == Self.content)
 
         // The URL's own origin got them, through a redirect on the same origin too.
@@ -158,15 +166,18 @@ import Testing
         server.serve("/b.bin", Route(content: Self.content))
 
         _ = try await harness.download(harness.request(server.url("/a.bin"), file: "a.bin")).get()
-        _ = try await harness.download(harness.request(server.url("/b.bin"), file: "b.bin") {
-            $0.network.userAgent = "Mozilla/5.0 (test)"
-            $0.network.referer = "*"
-        }).get()
+        _ = try await harness.download(
+            harness.request(server.url("/b.bin"), file: "b.bin") {
+                $0.network.userAgent = "Mozilla/5.0 (test)"
+                $0.network.referer = "*"
+            }
+        ).get()
         let plain = try #require(server.stats("/a.bin").requests.first)
         #expect(plain.header("User-Agent") == "haul/\(HaulVersion.string)" && plain.header("Referer") == nil)
-        #expect(server.stats("/b.bin").requests.allSatisfy {
-            $0.header("User-Agent") == "Mozilla/5.0 (test)" && $0.header("Referer") == server.url("/b.bin")
-        })
+        #expect(
+            server.stats("/b.bin").requests.allSatisfy {
+                $0.header("User-Agent") == "Mozilla/5.0 (test)" && $0.header("Referer") == server.url("/b.bin")
+            })
         try await server.shutdown()
     }
 
@@ -184,9 +195,12 @@ import Testing
         loop.redirectTo = "/loop"
         server.serve("/loop", loop)
 
-        let limited = try #require(try await harness.download(harness.request(server.url("/r0"), file: "a.bin") {
-            $0.network.maxRedirects = 2
-        }).failure)
+        let limited = try #require(
+            try await harness.download(
+                harness.request(server.url("/r0"), file: "a.bin") {
+                    $0.network.maxRedirects = 2
+                }
+            ).failure)
         #expect(limited.message == "too many redirects (more than 2)")
         _ = try await harness.download(harness.request(server.url("/r0"), file: "b.bin") { $0.network.maxRedirects = 3 }).get()
         let looping = try #require(try await harness.download(harness.request(server.url("/loop"), file: "c.bin")).failure)

@@ -67,13 +67,18 @@ import Testing
             server.serve("/attack.bin", Route(content: Array("ssh-ed25519 AAAA attacker\n".utf8)))
             let victim = dir.file("victim")
             try FileManager.default.createDirectory(atPath: victim, withIntermediateDirectories: true)
-            let browser = try Browser(chromium, profile: dir.file("chromium"),
-                                      arguments: ["--host-resolver-rules=MAP evil.test 127.0.0.1, MAP rebind.test 127.0.0.1"])
+            let browser = try Browser(
+                chromium, profile: dir.file("chromium"),
+                arguments: ["--host-resolver-rules=MAP evil.test 127.0.0.1, MAP rebind.test 127.0.0.1"])
             defer { browser.stop() }
             // Same site, another port (as the report's http://127.0.0.1:8099), and another site.
             for (origin, pageHost) in [("127.0.0.1", "127.0.0.1"), ("evil.test", "evil.test")] {
-                var page = Route(content: Array(Self.hostilePage(daemon: "http://127.0.0.1:\(daemon.endpoint.port)",
-                                                                  attackURL: server.url("/attack.bin"), victim: victim).utf8))
+                var page = Route(
+                    content: Array(
+                        Self.hostilePage(
+                            daemon: "http://127.0.0.1:\(daemon.endpoint.port)",
+                            attackURL: server.url("/attack.bin"), victim: victim
+                        ).utf8))
                 page.contentType = "text/html; charset=utf-8"
                 server.serve("/hostile-\(origin).html", page)
                 let title = try await browser.withPage { page in
@@ -118,7 +123,8 @@ import Testing
                       return [add, list, String(page)].join('|');
                     })()
                     """
-                return try await page.send("Runtime.evaluate", ["expression": .string(script), "awaitPromise": true, "returnByValue": true])["result"]?["value"]?.string ?? ""
+                return try await page.send("Runtime.evaluate", ["expression": .string(script), "awaitPromise": true, "returnByValue": true])["result"]?[
+                    "value"]?.string ?? ""
             }
             #expect(answers.split(separator: "|").allSatisfy { $0.hasPrefix("403") }, "\(answers)")
             #expect(try await everything(daemon) == 0)

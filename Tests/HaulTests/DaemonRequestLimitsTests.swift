@@ -16,8 +16,10 @@ import Testing
                 (String(repeating: "d", count: 256) + "/f.bin", "at most 255"),
             ]
             for (out, message) in refused {
-                for (method, params) in [("aria2.addUri", [[url], ["out": .string(out)]]),
-                                         ("aria2.changeOption", [.string(gid), ["out": .string(out)]])] as [(String, [JSONValue])] {
+                for (method, params) in [
+                    ("aria2.addUri", [[url], ["out": .string(out)]]),
+                    ("aria2.changeOption", [.string(gid), ["out": .string(out)]]),
+                ] as [(String, [JSONValue])] {
                     do {
                         try await t.daemon.call(method, params)
                         Issue.record("\(method) accepted out \(out.prefix(20))…")

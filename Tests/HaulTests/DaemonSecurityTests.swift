@@ -12,17 +12,22 @@ import Testing
     }
 
     func post(_ daemon: DaemonProcess, host: String, _ body: String, headers: [(String, String)] = []) throws -> RawHTTP.Answer {
-        try RawHTTP.exchange(port: daemon.endpoint.port, "POST", "/jsonrpc",
-                             headers: [("Host", host), ("Content-Type", "application/json")] + headers, body: body)
+        try RawHTTP.exchange(
+            port: daemon.endpoint.port, "POST", "/jsonrpc",
+            headers: [("Host", host), ("Content-Type", "application/json")] + headers, body: body)
     }
 
     /// Every download the daemon knows, whatever its state.
     func everything(_ daemon: DaemonProcess) async throws -> [JSONValue] {
-        let lists = try await daemon.call("system.multicall", [[
-            ["methodName": "aria2.tellActive", "params": daemon.tokenParams([["gid"]])],
-            ["methodName": "aria2.tellWaiting", "params": daemon.tokenParams([0, 1000, ["gid"]])],
-            ["methodName": "aria2.tellStopped", "params": daemon.tokenParams([0, 1000, ["gid"]])],
-        ]])
+        let lists = try await daemon.call(
+            "system.multicall",
+            [
+                [
+                    ["methodName": "aria2.tellActive", "params": daemon.tokenParams([["gid"]])],
+                    ["methodName": "aria2.tellWaiting", "params": daemon.tokenParams([0, 1000, ["gid"]])],
+                    ["methodName": "aria2.tellStopped", "params": daemon.tokenParams([0, 1000, ["gid"]])],
+                ]
+            ])
         return (lists.array ?? []).flatMap { $0.array?.first?.array ?? [] }
     }
 
@@ -30,8 +35,10 @@ import Testing
         try await withDaemon { t async throws in
             let port = t.daemon.endpoint.port
             let body = Self.addURI(t.server.url("/x.bin"), #"{"pause":"true"}"#)
-            for host in ["127.evil.example:\(port)", "localhost.evil.com:\(port)", "127.0.0.1.evil.example:\(port)",
-                         "127.0.0.2:\(port)", "127.0.0.1:\(port + 1)", "127.0.0.1", "evil.example", ""] {
+            for host in [
+                "127.evil.example:\(port)", "localhost.evil.com:\(port)", "127.0.0.1.evil.example:\(port)",
+                "127.0.0.2:\(port)", "127.0.0.1:\(port + 1)", "127.0.0.1", "evil.example", "",
+            ] {
                 let answer = try post(t.daemon, host: host, body, headers: [("Origin", "http://\(host)")])
                 #expect(answer.status == 403, "Host \(host)")
                 #expect(answer.body.contains("refused"), "Host \(host): \(answer.body)")
@@ -41,8 +48,9 @@ import Testing
             #expect(bare.status == 403 || bare.status == 400)
             #expect(try await everything(t.daemon).isEmpty)
             for host in ["127.0.0.1:\(port)", "localhost:\(port)", "LOCALHOST:\(port)", "[::1]:\(port)"] {
-                let answer = try post(t.daemon, host: host, #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion"}"#,
-                                      headers: [("Origin", "http://\(host)")])
+                let answer = try post(
+                    t.daemon, host: host, #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion"}"#,
+                    headers: [("Origin", "http://\(host)")])
                 #expect(answer.status == 200, "Host \(host): \(answer.body)")
             }
         }
@@ -61,16 +69,20 @@ import Testing
             let port = t.daemon.endpoint.port
             let host = "127.0.0.1:\(port)"
             let body = Self.addURI(t.server.url("/x.bin"), #"{"pause":"true"}"#)
-            for headers in [[("Origin", "http://127.0.0.1:8099")], [("Origin", "null")], [("Origin", "https://127.0.0.1:\(port)")],
-                            [("Sec-Fetch-Site", "cross-site")], [("Sec-Fetch-Site", "same-site")]] {
+            for headers in [
+                [("Origin", "http://127.0.0.1:8099")], [("Origin", "null")], [("Origin", "https://127.0.0.1:\(port)")],
+                [("Sec-Fetch-Site", "cross-site")], [("Sec-Fetch-Site", "same-site")],
+            ] {
                 let answer = try post(t.daemon, host: host, body, headers: headers)
                 #expect(answer.status == 403, "\(headers)")
             }
             // A WebSocket handshake from another origin.
-            let upgrade = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
-                ("Host", host), ("Origin", "http://127.0.0.1:8099"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
-            ])
+            let upgrade = try RawHTTP.exchange(
+                port: port, "GET", "/jsonrpc",
+                headers: [
+                    ("Host", host), ("Origin", "http://127.0.0.1:8099"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+                ])
             #expect(upgrade.status != 101)
             #expect(try await everything(t.daemon).isEmpty)
             // The daemon's own page, and a program that sends no Origin, are answered.
@@ -82,10 +94,12 @@ import Testing
     @Test func aRefusedWebSocketHandshakeSaysWhyAndIsLogged() async throws {
         try await withDaemon(quiet: false) { t async throws in
             let port = t.daemon.endpoint.port
-            let upgrade = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
-                ("Host", "127.0.0.1:\(port)"), ("Origin", "http://ariang.example:8099"), ("Upgrade", "websocket"),
-                ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
-            ])
+            let upgrade = try RawHTTP.exchange(
+                port: port, "GET", "/jsonrpc",
+                headers: [
+                    ("Host", "127.0.0.1:\(port)"), ("Origin", "http://ariang.example:8099"), ("Upgrade", "websocket"),
+                    ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+                ])
             // hummingbird-websocket's own answer was a bare 400: AriaNg's user saw "Cannot connect to aria2!" and nothing more.
             #expect(upgrade.status == 403)
             let message = try JSONValue.parse(Data(upgrade.body.utf8))["error"]?["message"]?.string ?? ""
@@ -95,14 +109,17 @@ import Testing
             let logged = try await t.daemon.logLines(containing: "WebSocket", "http://ariang.example:8099")
             #expect(logged.count == 1, "\(t.daemon.log)")
             // A Host the daemon does not answer to is a 403 that says so too.
-            let rebound = try RawHTTP.exchange(port: port, "GET", "/jsonrpc", headers: [
-                ("Host", "evil.example:\(port)"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
-            ])
+            let rebound = try RawHTTP.exchange(
+                port: port, "GET", "/jsonrpc",
+                headers: [
+                    ("Host", "evil.example:\(port)"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
+                ])
             #expect(rebound.status == 403 && rebound.body.contains("--rpc-allow-host"), "\(rebound.body)")
             // A refused POST is logged the same way.
-            _ = try post(t.daemon, host: "127.0.0.1:\(port)", #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion"}"#,
-                         headers: [("Origin", "http://other-page.example")])
+            _ = try post(
+                t.daemon, host: "127.0.0.1:\(port)", #"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion"}"#,
+                headers: [("Origin", "http://other-page.example")])
             #expect(try await t.daemon.logLines(containing: "http://other-page.example", "--rpc-allow-origin-all").count == 1)
         }
     }
@@ -111,10 +128,12 @@ import Testing
         try await withDaemon(["--rpc-allow-origin-all"]) { t async throws in
             let port = t.daemon.endpoint.port
             func get(_ method: String, _ params: String) throws -> RawHTTP.Answer {
-                let encoded = Data(params.utf8).base64EncodedString()
+                let encoded =
+                    Data(params.utf8).base64EncodedString()
                     .addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-                return try RawHTTP.exchange(port: port, "GET", "/jsonrpc?method=\(method)&id=7&params=\(encoded)",
-                                            headers: [("Host", "127.0.0.1:\(port)")])
+                return try RawHTTP.exchange(
+                    port: port, "GET", "/jsonrpc?method=\(method)&id=7&params=\(encoded)",
+                    headers: [("Host", "127.0.0.1:\(port)")])
             }
             let add = try get("aria2.addUri", #"[["\#(t.server.url("/x.bin"))"],{"dir":"/tmp","out":"authorized_keys"}]"#)
             #expect(add.status == 400 && add.body.contains("changes the daemon's state"))
@@ -168,7 +187,8 @@ import Testing
         // With a secret, any folder the daemon's user can write, as in aria2.
         try await withDaemon(["--rpc-secret", "s"]) { t async throws in
             t.server.serve("/f.bin", Route(content: testBytes(1000, seed: 1)))
-            let gid = try #require(try await t.daemon.call("aria2.addUri", [[.string(t.server.url("/f.bin"))], ["dir": .string(t.dir.file("elsewhere"))]]).string)
+            let gid = try #require(
+                try await t.daemon.call("aria2.addUri", [[.string(t.server.url("/f.bin"))], ["dir": .string(t.dir.file("elsewhere"))]]).string)
             _ = try await t.daemon.waitFor(gid) { $0["status"] == "complete" }
             #expect(t.dir.contents("elsewhere/f.bin") == testBytes(1000, seed: 1))
             do { try await t.daemon.call("aria2.addUri", [[.string(t.server.url("/f.bin"))], ["out": "a\rb"]]) } catch {
@@ -202,7 +222,11 @@ import Testing
             }
             let start = ContinuousClock.now
             try await withThrowingTaskGroup(of: (String, Duration, String).self) { group in
-                for _ in 0..<5 { group.addTask { let (took, body) = try await send("wrong"); return ("guess", took, body) } }
+                for _ in 0..<5 {
+                    group.addTask {
+                        let (took, body) = try await send("wrong"); return ("guess", took, body)
+                    }
+                }
                 group.addTask {
                     try await Task.sleep(for: .milliseconds(200))
                     let (took, body) = try await send("wrong", from: "127.0.0.2")
@@ -240,8 +264,9 @@ import Testing
     @Test func aBatchOfTokensIsOneGuess() async throws {
         try await RPCFixture.with(secret: "right") { f async throws in
             // The right token after a wrong one in the same request is not even compared.
-            let answers = await f.answer(#"[{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:wrong"]},"# +
-                                         #"{"jsonrpc":"2.0","id":2,"method":"aria2.getVersion","params":["token:right"]}]"#)
+            let answers = await f.answer(
+                #"[{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:wrong"]},"#
+                    + #"{"jsonrpc":"2.0","id":2,"method":"aria2.getVersion","params":["token:right"]}]"#)
             #expect(answers.array?.map { $0["error"]?["message"] } == ["Unauthorized", "Unauthorized"])
             #expect(try await f.call("aria2.getVersion")["version"] != nil)
         }
@@ -273,9 +298,13 @@ import Testing
             // One download's own option concerns that download only: still allowed.
             _ = try await t.daemon.call("aria2.addUri", [[.string(t.server.url("/x.bin"))], ["check-certificate": "false", "pause": "true"]])
 
-            try await t.daemon.call("aria2.changeGlobalOption", [[
-                "all-proxy": "http://bob:proxy-pw-31@127.0.0.1:3128", "http-user": "bob", "http-passwd": "http-pw-47", "max-tries": "7",
-            ]])
+            try await t.daemon.call(
+                "aria2.changeGlobalOption",
+                [
+                    [
+                        "all-proxy": "http://bob:proxy-pw-31@127.0.0.1:3128", "http-user": "bob", "http-passwd": "http-pw-47", "max-tries": "7",
+                    ]
+                ])
             let lines = try await t.daemon.logLines(containing: "changeGlobalOption")
             #expect(lines.count == 4, "\(t.daemon.log)")
             #expect(lines.contains { $0.contains("all-proxy=") && $0.contains("127.0.0.1:3128") })

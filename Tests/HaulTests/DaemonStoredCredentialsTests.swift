@@ -21,9 +21,11 @@ import Testing
 
     /// aria2's credential options, each with a password unique to `tag`.
     static func credentials(_ tag: String) -> JSONValue {
-        ["http-user": "user", "http-passwd": .string("http-pw-\(tag)"), "all-proxy-user": "proxy-user",
-         "all-proxy-passwd": .string("proxy-pw-\(tag)"), "all-proxy": .string("http://u:url-pw-\(tag)@127.0.0.1:9"),
-         "no-proxy": "127.0.0.1"]
+        [
+            "http-user": "user", "http-passwd": .string("http-pw-\(tag)"), "all-proxy-user": "proxy-user",
+            "all-proxy-passwd": .string("proxy-pw-\(tag)"), "all-proxy": .string("http://u:url-pw-\(tag)@127.0.0.1:9"),
+            "no-proxy": "127.0.0.1",
+        ]
     }
 
     @Test func aRemovedDownloadLeavesNoPasswordInTheStore() async throws {

@@ -17,7 +17,9 @@ import Testing
     }
 
     /// POSTs `body` and returns the HTTP status and the parsed answer.
-    func post(_ daemon: DaemonProcess, _ body: String, headers: [(String, String)] = []) async throws -> (status: Int, answer: JSONValue?, headers: [String: String]) {
+    func post(
+        _ daemon: DaemonProcess, _ body: String, headers: [(String, String)] = []
+    ) async throws -> (status: Int, answer: JSONValue?, headers: [String: String]) {
         var request = HTTPClientRequest(url: daemon.endpoint.rpcURL)
         request.method = .POST
         for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -64,8 +66,10 @@ import Testing
             let add = #"{"jsonrpc":"2.0","id":"a","method":"aria2.addUri","params":["token:s3cret",["\#(t.server.url("/n.bin"))"]]}"#
             let messages = try WebSocketProbe.collect(port: t.daemon.endpoint.port, send: [add]) { $0.contains("aria2.onDownloadComplete") }
             // A browser page of the daemon's own origin may connect too; another origin may not.
-            let own = try WebSocketProbe.collect(port: t.daemon.endpoint.port, send: [#"{"jsonrpc":"2.0","id":"v","method":"aria2.getVersion","params":["token:s3cret"]}"#],
-                                                 origin: "http://127.0.0.1:\(t.daemon.endpoint.port)") { $0.contains(#""id":"v""#) }
+            let own = try WebSocketProbe.collect(
+                port: t.daemon.endpoint.port, send: [#"{"jsonrpc":"2.0","id":"v","method":"aria2.getVersion","params":["token:s3cret"]}"#],
+                origin: "http://127.0.0.1:\(t.daemon.endpoint.port)"
+            ) { $0.contains(#""id":"v""#) }
             #expect(own.count == 1)
             #expect(throws: WebSocketProbe.Failure.self) {
                 try WebSocketProbe.collect(port: t.daemon.endpoint.port, send: [], origin: "http://127.0.0.1:1") { _ in true }
@@ -91,7 +95,8 @@ import Testing
         // A port someone else listens on: one line, no endpoint file left behind.
         let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(taken) }
-        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        var address = sockaddr_in(
+            sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
@@ -99,7 +104,8 @@ import Testing
         let port = String(UInt16(bigEndian: address.sin_port))
         let busy = try await HaulProcess.run(["daemon", "--rpc-listen-port", port, "--state-dir", dir.file("state")], in: dir.path)
         #expect(busy.status == 2)
-        #expect(busy.stderr == "haul: cannot listen on 127.0.0.1:\(port): Address already in use; is another daemon running? Choose another --rpc-listen-port\n")
+        #expect(
+            busy.stderr == "haul: cannot listen on 127.0.0.1:\(port): Address already in use; is another daemon running? Choose another --rpc-listen-port\n")
         #expect(!FileManager.default.fileExists(atPath: DaemonEndpoint.path(in: dir.file("state"))))
     }
 
@@ -230,14 +236,18 @@ import Testing
             let port = try closedPort()
             let saved = dir.file("cookies.txt")
             // A proxy in the environment is every download's default; no_proxy goes around it.
-            try await DaemonProcess.with(state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads"), "--save-cookies", saved],
-                                         environment: ["http_proxy": "http://127.0.0.1:\(port)"]) { daemon in
+            try await DaemonProcess.with(
+                state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads"), "--save-cookies", saved],
+                environment: ["http_proxy": "http://127.0.0.1:\(port)"]
+            ) { daemon in
                 let global = try await daemon.call("aria2.getGlobalOption")
                 #expect(global["all-proxy"] == nil && global["http-proxy"] == .string("http://127.0.0.1:\(port)"))
-                let proxied = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/login.bin"))], ["out": "a.bin", "max-tries": "1"]]).string)
+                let proxied = try #require(
+                    try await daemon.call("aria2.addUri", [[.string(server.url("/login.bin"))], ["out": "a.bin", "max-tries": "1"]]).string)
                 let failed = try await daemon.waitFor(proxied) { $0["status"] == "error" }
                 #expect(failed["errorMessage"] == .string("cannot connect to the proxy 127.0.0.1:\(port): Connection refused"))
-                let direct = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/login.bin"))], ["out": "b.bin", "no-proxy": "127.0.0.1"]]).string)
+                let direct = try #require(
+                    try await daemon.call("aria2.addUri", [[.string(server.url("/login.bin"))], ["out": "b.bin", "no-proxy": "127.0.0.1"]]).string)
                 _ = try await daemon.waitFor(direct) { $0["status"] == "complete" }
                 #expect(try await daemon.stop() == 0)
             }

@@ -10,11 +10,14 @@ import Testing
     static let result = DownloadResult(path: "/w/f", bytes: 10, bytesFetched: 10, wasAlreadyComplete: false)
 
     /// A queued download of `url` at queue position `position`, waiting for `dependencies`.
-    func entry(_ number: UInt64, host: String = "a.example", position: Int64, dependencies: [DownloadID] = [],
-               paused: Bool = false) -> Entry {
+    func entry(
+        _ number: UInt64, host: String = "a.example", position: Int64, dependencies: [DownloadID] = [],
+        paused: Bool = false
+    ) -> Entry {
         let request = DownloadRequest(url: "http://\(host)/f\(number)", file: "/w/f\(number)")
-        return Entry(lifecycle: DownloadLifecycle.added(paused: paused).0, request: request, priority: 0, position: position,
-                     host: host, dependencies: dependencies, id: DownloadID(rawValue: number))
+        return Entry(
+            lifecycle: DownloadLifecycle.added(paused: paused).0, request: request, priority: 0, position: position,
+            host: host, dependencies: dependencies, id: DownloadID(rawValue: number))
     }
 
     /// Adds `entry` as the manager does: in the maps, then its dependencies counted.

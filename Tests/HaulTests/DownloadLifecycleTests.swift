@@ -181,8 +181,9 @@ import Testing
         #expect(lifecycle.transferred(1) == [.releaseHostSlot])
         #expect(!lifecycle.holdsSlot)
         #expect(lifecycle.transferred(1) == [])
-        #expect(lifecycle.attemptEnded(1, .success(Self.result)) == [.persist(.completed), .announce(.completed)],
-                "the slot went back already")
+        #expect(
+            lifecycle.attemptEnded(1, .success(Self.result)) == [.persist(.completed), .announce(.completed)],
+            "the slot went back already")
     }
 
     @Test func aStoreFailureFailsWaitingDownloadsInMemory() {

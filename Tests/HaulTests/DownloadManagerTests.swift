@@ -19,8 +19,10 @@ import Testing
 
     /// A fault server, a throwaway state folder and a manager on it, all shut down after
     /// `body` whatever happens.
-    func withManager(maxConcurrent: Int = 5, perHost: Int = 16,
-                     _ body: (FaultServer, Harness, Downloader, DownloadManager) async throws -> Void) async throws {
+    func withManager(
+        maxConcurrent: Int = 5, perHost: Int = 16,
+        _ body: (FaultServer, Harness, Downloader, DownloadManager) async throws -> Void
+    ) async throws {
         let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
@@ -43,9 +45,11 @@ import Testing
         try await withManager(maxConcurrent: 3) { server, harness, _, manager in
             let contents = serveFiles(server, count: 12, bytesPerSecond: 1 << 20)
             let log = await EventLog.recording(manager)
-            let ids = try await manager.add(contentsOf: contents.indices.map {
-                harness.request(server.url("/f\($0).bin"), file: "f\($0).bin")
-            }).map { try $0.get() }
+            let ids = try await manager.add(
+                contentsOf: contents.indices.map {
+                    harness.request(server.url("/f\($0).bin"), file: "f\($0).bin")
+                }
+            ).map { try $0.get() }
             await manager.waitUntilIdle()
             for (index, content) in contents.enumerated() {
                 #expect(digest(harness.directory.contents("f\(index).bin")) == digest(content))
@@ -201,8 +205,11 @@ import Testing
             let log = await EventLog.recording(manager)
             let cancelled = try await manager.add(harness.request(server.url("/big.bin"), file: "c.bin"))
             let removed = try await manager.add(harness.request(server.url("/big.bin"), file: "r.bin"))
-            #expect(try await waitUntil { fileSize(harness.directory.file("c.bin.part")) > 100_000
-                && fileSize(harness.directory.file("r.bin.part")) > 100_000 })
+            #expect(
+                try await waitUntil {
+                    fileSize(harness.directory.file("c.bin.part")) > 100_000
+                        && fileSize(harness.directory.file("r.bin.part")) > 100_000
+                })
             await manager.cancel(cancelled)
             await manager.remove(removed)
             #expect(await manager.download(cancelled)?.error?.kind == .cancelled)
@@ -242,9 +249,10 @@ import Testing
         try await withManager(maxConcurrent: 5, perHost: 2) { server, harness, _, manager in
             let contents = serveFiles(server, count: 6, bytesPerSecond: 1 << 20)
             let log = await EventLog.recording(manager)
-            _ = try await manager.add(contentsOf: contents.indices.map {
-                harness.request(server.url("/f\($0).bin"), file: "f\($0).bin")
-            })
+            _ = try await manager.add(
+                contentsOf: contents.indices.map {
+                    harness.request(server.url("/f\($0).bin"), file: "f\($0).bin")
+                })
             await manager.waitUntilIdle()
             #expect(await manager.totals().completed == 6)
             await manager.shutdown()
@@ -260,10 +268,11 @@ import Testing
             route.bytesPerSecond = 2 << 20
             server.serve("/big.bin", route)
             for name in ["a.bin", "b.bin"] {
-                try await manager.add(harness.request(server.url("/big.bin"), file: name) {
-                    $0.connections = 8
-                    $0.minimumSplitSize = 128 << 10
-                })
+                try await manager.add(
+                    harness.request(server.url("/big.bin"), file: name) {
+                        $0.connections = 8
+                        $0.minimumSplitSize = 128 << 10
+                    })
             }
             await manager.waitUntilIdle()
             #expect(await manager.totals().completed == 2)

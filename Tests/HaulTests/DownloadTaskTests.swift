@@ -42,8 +42,9 @@ import Testing
         #expect(task.isPaused)
         let record = try #require(try await harness.record(for: harness.directory.file("f.bin")))
         #expect(record.status == .paused)
-        #expect(record.ranges.contiguousPrefix == Int64(fileSize(harness.directory.file("f.bin.part"))),
-                "a pause records every byte it wrote")
+        #expect(
+            record.ranges.contiguousPrefix == Int64(fileSize(harness.directory.file("f.bin.part"))),
+            "a pause records every byte it wrote")
 
         task.resume()
         let result = try await task.result()

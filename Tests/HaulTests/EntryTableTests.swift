@@ -5,9 +5,10 @@ import Testing
 /// order of adds, changes and removals (across chunk boundaries).
 @Suite struct EntryTableTests {
     func entry(_ id: DownloadID, position: Int64) -> DownloadManager.Entry {
-        DownloadManager.Entry(lifecycle: DownloadLifecycle.added(paused: false).0,
-                              request: DownloadRequest(url: "http://h/\(position)", directory: "/tmp"),
-                              priority: 0, position: position, host: "h", dependencies: [], id: id)
+        DownloadManager.Entry(
+            lifecycle: DownloadLifecycle.added(paused: false).0,
+            request: DownloadRequest(url: "http://h/\(position)", directory: "/tmp"),
+            priority: 0, position: position, host: "h", dependencies: [], id: id)
     }
 
     @Test func matchesADictionaryThroughRandomChanges() {

@@ -2,22 +2,24 @@ import Testing
 @testable import Haul
 
 struct FilePathsTests {
-    @Test("normalizes without the disk", arguments: [
-        ("/a/b", "/a/b"),
-        ("/a//b", "/a/b"),
-        ("/a/./b", "/a/b"),
-        ("/a/../b", "/b"),
-        ("/a/b/", "/a/b"),
-        ("/a/b/.", "/a/b"),
-        ("/a/b/..", "/a"),
-        ("/a/...", "/a/..."),
-        ("/.a/b.", "/.a/b."),
-        ("/", "/"),
-        ("//", "/"),
-        ("/..", "/"),
-        ("a/../../b", "../b"),
-        ("", "."),
-    ])
+    @Test(
+        "normalizes without the disk",
+        arguments: [
+            ("/a/b", "/a/b"),
+            ("/a//b", "/a/b"),
+            ("/a/./b", "/a/b"),
+            ("/a/../b", "/b"),
+            ("/a/b/", "/a/b"),
+            ("/a/b/.", "/a/b"),
+            ("/a/b/..", "/a"),
+            ("/a/...", "/a/..."),
+            ("/.a/b.", "/.a/b."),
+            ("/", "/"),
+            ("//", "/"),
+            ("/..", "/"),
+            ("a/../../b", "../b"),
+            ("", "."),
+        ])
     func normalized(path: String, expected: String) {
         #expect(FilePaths.normalized(path) == expected)
     }

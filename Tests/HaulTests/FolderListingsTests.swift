@@ -76,7 +76,8 @@ struct FolderListingsTests {
         let listings = FolderListings()
         #expect(listings.contains("n0", or: "x", in: dir.path) == false)
 
-        let queued = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+        let queued =
+            (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16384
         let count = min(queued + 100, 200_000)
         for index in 0..<count {

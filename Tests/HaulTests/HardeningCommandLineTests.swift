@@ -56,8 +56,10 @@ import Testing
             defer { dir.remove() }
             server.serve("/f.bin", Route(content: testBytes(5000)))
             let (status, _, stderr) = try await HaulProcess.capture(
-                ["get", "-q", "--max-tries", "1", "--all-proxy", proxy.url, "--proxy-user", credentials.user,
-                 "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin")],
+                [
+                    "get", "-q", "--max-tries", "1", "--all-proxy", proxy.url, "--proxy-user", credentials.user,
+                    "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin"),
+                ],
                 in: dir.path, environment: ["HAUL_PROXY_PASSWD": credentials.password])
             try await server.shutdown()
             #expect(status == 0, "\(stderr)")

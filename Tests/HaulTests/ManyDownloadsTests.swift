@@ -64,8 +64,9 @@ import Testing
         }
         try dir.write("list.txt", Array(list.utf8))
 
-        let (status, stderr) = try await HaulProcess.run(["get", "-i", "list.txt", "-j", "16", "-d", "out", "--state-dir", dir.file("state")],
-                                                         in: dir.path)
+        let (status, stderr) = try await HaulProcess.run(
+            ["get", "-i", "list.txt", "-j", "16", "-d", "out", "--state-dir", dir.file("state")],
+            in: dir.path)
         try await server.shutdown()
 
         #expect(status == 8)

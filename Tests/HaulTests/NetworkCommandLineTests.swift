@@ -12,8 +12,9 @@ import Testing
         let content = testBytes(3 << 20, seed: 5)
         server.serve("/f.bin", Route(content: content))
 
-        let haul = try HaulProcess(["get", "-o", "-", "--state-dir", dir.file("state"), server.url("/f.bin")],
-                                   in: dir.path, stdoutFile: dir.file("stdout"))
+        let haul = try HaulProcess(
+            ["get", "-o", "-", "--state-dir", dir.file("state"), server.url("/f.bin")],
+            in: dir.path, stdoutFile: dir.file("stdout"))
         let (status, stderr) = try await haul.finish()
         try await server.shutdown()
 
@@ -68,17 +69,20 @@ import Testing
         try dir.write("headers.txt", Array("# headers\nX-From-File: 1\n\nAccept: */*\n".utf8))
 
         let (status, _, stderr) = try await HaulProcess.capture(
-            ["get", "-q", "--limit-rate", "0", "--max-download-limit", "0", "--header-file", "headers.txt",
-             "-U", "agent/1", "--referer", "https://ref.example/", "--http-user", "me",
-             "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin")],
+            [
+                "get", "-q", "--limit-rate", "0", "--max-download-limit", "0", "--header-file", "headers.txt",
+                "-U", "agent/1", "--referer", "https://ref.example/", "--http-user", "me",
+                "-o", "f.bin", "--state-dir", dir.file("state"), server.url("/f.bin"),
+            ],
             in: dir.path, environment: ["HAUL_HTTP_PASSWD": "from env"])
         try await server.shutdown()
 
         #expect(status == 0, "\(stderr)")
         #expect(dir.contents("f.bin") == route.content)
-        #expect(server.stats("/f.bin").requests.allSatisfy {
-            $0.header("User-Agent") == "agent/1" && $0.header("Referer") == "https://ref.example/" && $0.header("Accept") == "*/*"
-        })
+        #expect(
+            server.stats("/f.bin").requests.allSatisfy {
+                $0.header("User-Agent") == "agent/1" && $0.header("Referer") == "https://ref.example/" && $0.header("Accept") == "*/*"
+            })
     }
 
     @Test(arguments: [

@@ -72,19 +72,20 @@ import Testing
     }
 
     @Test func netrcReadsEntriesDefaultsQuotesAndSkipsMacros() {
-        let netrc = Netrc(parsing: """
-            machine a.example login alice password "two words \\"quoted\\""
-            macdef upload
-            put file
-            machine not.a.machine login mallory password x
+        let netrc = Netrc(
+            parsing: """
+                machine a.example login alice password "two words \\"quoted\\""
+                macdef upload
+                put file
+                machine not.a.machine login mallory password x
 
-            machine B.example
-              login bob
-              account ignored
-              password b0b
-            default login anonymous password guest
-            machine a.example login second password ignored
-            """)
+                machine B.example
+                  login bob
+                  account ignored
+                  password b0b
+                default login anonymous password guest
+                machine a.example login second password ignored
+                """)
         #expect(netrc.credentials(for: "a.example")! == ("alice", "two words \"quoted\""))
         #expect(netrc.credentials(for: "b.EXAMPLE")! == ("bob", "b0b"))
         #expect(netrc.credentials(for: "not.a.machine")! == ("anonymous", "guest"))
@@ -92,7 +93,8 @@ import Testing
     }
 
     @Test func cookieFilesReadAsCurlWgetAndAria2WriteThem() {
-        let cookies = CookieStore.parse("""
+        let cookies = CookieStore.parse(
+            """
             # Netscape HTTP Cookie File
             .example.com\tTRUE\t/\tFALSE\t0\tall\t1
             #HttpOnly_www.example.com\tFALSE\t/app\tTRUE\t4102444800\tsecret\ta\tb
@@ -104,11 +106,14 @@ import Testing
         store.receive([], from: HTTPURL("http://example.com")!)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("cookies-\(UUID().uuidString)").path
         defer { unlink(file) }
-        FileManager.default.createFile(atPath: file, contents: Data("""
-            .example.com\tTRUE\t/\tFALSE\t0\tall\t1
-            #HttpOnly_www.example.com\tFALSE\t/app\tTRUE\t4102444800\tsecret\ta\tb
-            www.example.com\tFALSE\t/\tFALSE\t1\texpired\tx
-            """.utf8))
+        FileManager.default.createFile(
+            atPath: file,
+            contents: Data(
+                """
+                .example.com\tTRUE\t/\tFALSE\t0\tall\t1
+                #HttpOnly_www.example.com\tFALSE\t/app\tTRUE\t4102444800\tsecret\ta\tb
+                www.example.com\tFALSE\t/\tFALSE\t1\texpired\tx
+                """.utf8))
         #expect(throws: Never.self) { try store.load(file) }
         func header(_ url: String) -> String? { store.header(for: HTTPURL(url)!) }
         #expect(header("https://www.example.com/app/x") == "secret=a\tb; all=1")
@@ -127,10 +132,13 @@ import Testing
         let harness = try Harness()
         defer { harness.remove() }
         let port = try closedPort()
-        let error = try #require(try await harness.download(harness.request("http://127.0.0.1:\(port)/f.bin", file: "f.bin") {
-            $0.maxTries = 3
-            $0.retryWait = .seconds(2)
-        }).failure)
+        let error = try #require(
+            try await harness.download(
+                harness.request("http://127.0.0.1:\(port)/f.bin", file: "f.bin") {
+                    $0.maxTries = 3
+                    $0.retryWait = .seconds(2)
+                }
+            ).failure)
         #expect(error.kind == .network)
         #expect(error.message == "cannot connect to 127.0.0.1: Connection refused")
         // Three tries, two waits between them, each as asked: no hidden retrying inside a try.
@@ -145,22 +153,30 @@ import Testing
         server.serve("/f.bin", Route(content: testBytes(1000)))
         let port = try closedPort()
 
-        let unknown = try #require(try await harness.download(harness.request("http://no-such-host.invalid/f.bin", file: "a.bin") {
-            $0.maxTries = 1
-        }).failure)
+        let unknown = try #require(
+            try await harness.download(
+                harness.request("http://no-such-host.invalid/f.bin", file: "a.bin") {
+                    $0.maxTries = 1
+                }
+            ).failure)
         #expect(unknown.message == "cannot resolve the name no-such-host.invalid")
 
-        let refused = try #require(try await harness.download(harness.request(server.url("/f.bin"), file: "b.bin") {
-            $0.maxTries = 1
-            $0.network.proxy = ProxySettings(all: "http://user:secret@127.0.0.1:\(port)")
-        }).failure)
+        let refused = try #require(
+            try await harness.download(
+                harness.request(server.url("/f.bin"), file: "b.bin") {
+                    $0.maxTries = 1
+                    $0.network.proxy = ProxySettings(all: "http://user:secret@127.0.0.1:\(port)")
+                }
+            ).failure)
         #expect(refused.message == "cannot connect to the proxy 127.0.0.1:\(port): Connection refused")
         #expect(!refused.description.contains("secret"))
 
         // The same proxy, bypassed for this host: the download goes direct.
-        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "c.bin") {
-            $0.network.proxy = ProxySettings(all: "http://127.0.0.1:\(port)", noProxy: ["127.0.0.1"])
-        }).get()
+        _ = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "c.bin") {
+                $0.network.proxy = ProxySettings(all: "http://127.0.0.1:\(port)", noProxy: ["127.0.0.1"])
+            }
+        ).get()
         #expect(harness.directory.contents("c.bin") == testBytes(1000))
         try await server.shutdown()
     }
@@ -174,10 +190,12 @@ import Testing
         #expect(server.url("/f.bin").hasPrefix("http://[::1]:"))
 
         _ = try await harness.download(harness.request(server.url("/f.bin"), file: "a.bin")).get()
-        _ = try await harness.download(harness.request(server.url("/f.bin"), file: "b.bin") {
-            $0.connections = 4
-            $0.minimumSplitSize = 256 << 10
-        }).get()
+        _ = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "b.bin") {
+                $0.connections = 4
+                $0.minimumSplitSize = 256 << 10
+            }
+        ).get()
         try await server.shutdown()
         #expect(digest(harness.directory.contents("a.bin")) == digest(content))
         #expect(digest(harness.directory.contents("b.bin")) == digest(content))

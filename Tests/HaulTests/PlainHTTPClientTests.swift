@@ -10,14 +10,18 @@ import Testing
 /// given up when an answer is left unread, and failed when the server stops sending.
 struct PlainHTTPClientTests {
     private func client(stallTimeout: Duration = .seconds(10)) -> PlainHTTPClient {
-        PlainHTTPClient(group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
-                        allocator: HTTPTransport.receiveAllocator(rateLimit: nil))
+        PlainHTTPClient(
+            group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
+            allocator: HTTPTransport.receiveAllocator(rateLimit: nil))
     }
 
-    private func get(_ client: PlainHTTPClient, _ server: ScriptedServer, _ target: String,
-                     method: HTTPMethod = .GET) async throws -> (status: Int, body: String) {
-        let response = try await client.execute(method, host: "127.0.0.1", port: server.port, target: target,
-                                                headers: [:], connectTimeout: .seconds(5))
+    private func get(
+        _ client: PlainHTTPClient, _ server: ScriptedServer, _ target: String,
+        method: HTTPMethod = .GET
+    ) async throws -> (status: Int, body: String) {
+        let response = try await client.execute(
+            method, host: "127.0.0.1", port: server.port, target: target,
+            headers: [:], connectTimeout: .seconds(5))
         var body = ""
         for try await part in response.body { body += String(buffer: part) }
         return (Int(response.status.code), body)
@@ -27,9 +31,10 @@ struct PlainHTTPClientTests {
         let server = try ScriptedServer { _, connection, server in
             while let request = connection.readRequest() {
                 server.note(request.components(separatedBy: "\r\n")[0])
-                connection.write(request.hasPrefix("HEAD")
-                    ? "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
-                    : ScriptedServer.answer(String(request.split(separator: " ")[1])))
+                connection.write(
+                    request.hasPrefix("HEAD")
+                        ? "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+                        : ScriptedServer.answer(String(request.split(separator: " ")[1])))
             }
         }
         defer { server.stop() }
@@ -90,8 +95,9 @@ struct PlainHTTPClientTests {
         let client = client()
         defer { client.shutdown() }
 
-        let response = try await client.execute(.GET, host: "127.0.0.1", port: server.port, target: "/",
-                                                headers: [:], connectTimeout: .seconds(5))
+        let response = try await client.execute(
+            .GET, host: "127.0.0.1", port: server.port, target: "/",
+            headers: [:], connectTimeout: .seconds(5))
         var iterator = response.body.makeAsyncIterator()
         let first = try await iterator.next()
         #expect(first?.readableBytes ?? 0 > 0)

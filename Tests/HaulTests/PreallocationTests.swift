@@ -11,8 +11,9 @@ import Testing
 @Suite struct PreallocationTests {
     static let size = 8 << 20
 
-    @Test(.enabled(if: Self.tempDirectoryPreallocates, "the temp dir's filesystem has no fallocate"),
-          arguments: [0, 1000])
+    @Test(
+        .enabled(if: Self.tempDirectoryPreallocates, "the temp dir's filesystem has no fallocate"),
+        arguments: [0, 1000])
     func reservesBlocksButKeepsTheSize(existingBytes: Int) throws {
         let directory = try TestDirectory()
         defer { directory.remove() }

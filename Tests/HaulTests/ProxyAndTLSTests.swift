@@ -24,8 +24,10 @@ struct ProxyAndTLSTests {
     /// A request for `url` into `name` with `network`, whole or in four segments. (Built from
     /// values rather than a configuring closure: Swift 6.3.1 in debug ran the wrong one of two
     /// such closures nested in these async closures.)
-    func request(_ harness: Harness, _ url: String, _ name: String, segmented: Bool = false,
-                 _ network: NetworkOptions = NetworkOptions(), maxTries: Int = 2) -> DownloadRequest {
+    func request(
+        _ harness: Harness, _ url: String, _ name: String, segmented: Bool = false,
+        _ network: NetworkOptions = NetworkOptions(), maxTries: Int = 2
+    ) -> DownloadRequest {
         var request = harness.request(url, file: name)
         request.maxTries = maxTries
         if segmented {
@@ -56,8 +58,10 @@ struct ProxyAndTLSTests {
         }
     }
 
-    func throughHTTPProxy(_ proxy: ForwardProxy, _ credentials: TestCredentials, _ nginx: NginxServer, _ harness: Harness,
-                          tls: Bool, ca: String) async throws {
+    func throughHTTPProxy(
+        _ proxy: ForwardProxy, _ credentials: TestCredentials, _ nginx: NginxServer, _ harness: Harness,
+        tls: Bool, ca: String
+    ) async throws {
         let url = nginx.url("/f.bin")
         // Credentials in the proxy URL, then as options.
         _ = try await harness.download(request(harness, url, "a.bin", network(ProxySettings(all: proxy.urlWithCredentials), ca: ca))).get()
@@ -91,8 +95,11 @@ struct ProxyAndTLSTests {
             try await withNginx { nginx, harness in
                 let url = nginx.url("/f.bin")
                 _ = try await harness.download(request(harness, url, "a.bin", network(ProxySettings(all: squid.url), ca: nil))).get()
-                _ = try await harness.download(request(harness, url, "b.bin", segmented: true,
-                                                       network(ProxySettings(http: squid.url), ca: nil))).get()
+                _ = try await harness.download(
+                    request(
+                        harness, url, "b.bin", segmented: true,
+                        network(ProxySettings(http: squid.url), ca: nil))
+                ).get()
                 #expect(digest(harness.directory.contents("a.bin")) == digest(Self.content))
                 #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
                 // The command line, with the proxy from the environment as curl reads it.
@@ -107,8 +114,11 @@ struct ProxyAndTLSTests {
             }
             // Debian's rules allow a tunnel only to port 443: an https:// server elsewhere is refused, in one line.
             try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
-                let refused = try await harness.download(request(harness, nginx.url("/f.bin"), "d.bin",
-                                                                 network(ProxySettings(all: squid.url), ca: certs.ca.certificate))).failure
+                let refused = try await harness.download(
+                    request(
+                        harness, nginx.url("/f.bin"), "d.bin",
+                        network(ProxySettings(all: squid.url), ca: certs.ca.certificate))
+                ).failure
                 #expect(refused?.message == "the proxy 127.0.0.1:\(squid.port) refused the tunnel to 127.0.0.1:\(nginx.port) (check its rules and credentials)")
             }
         }
@@ -128,8 +138,11 @@ struct ProxyAndTLSTests {
     func throughSOCKS(_ socks: SocksProxy, _ nginx: NginxServer, _ harness: Harness, ca: String) async throws {
         _ = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", network(ProxySettings(all: socks.url), ca: ca))).get()
         // socks5h: the proxy resolves the name.
-        _ = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "b.bin", segmented: true,
-                                               network(ProxySettings(all: socks.urlResolvingOnProxy), ca: ca))).get()
+        _ = try await harness.download(
+            request(
+                harness, nginx.url("/f.bin", host: "localhost"), "b.bin", segmented: true,
+                network(ProxySettings(all: socks.urlResolvingOnProxy), ca: ca))
+        ).get()
         #expect(digest(harness.directory.contents("a.bin")) == digest(Self.content))
         #expect(digest(harness.directory.contents("b.bin")) == digest(Self.content))
         let targets = socks.connections().map(\.target)
@@ -149,7 +162,8 @@ struct ProxyAndTLSTests {
     func proxySaysNo(_ proxy: ForwardProxy, _ nginx: NginxServer, _ harness: Harness, ca: String) async throws {
         let url = nginx.url("/f.bin")
         let noCredentials = try await harness.download(request(harness, url, "a.bin", network(ProxySettings(all: proxy.url), ca: ca))).failure
-        #expect(noCredentials?.message == "the proxy 127.0.0.1:\(proxy.port) wants credentials: give them in the proxy URL or with --proxy-user and --proxy-passwd")
+        #expect(
+            noCredentials?.message == "the proxy 127.0.0.1:\(proxy.port) wants credentials: give them in the proxy URL or with --proxy-user and --proxy-passwd")
         let wrongProxy = ProxySettings(all: "http://right:wrong@127.0.0.1:\(proxy.port)")
         let wrong = try await harness.download(request(harness, url, "b.bin", network(wrongProxy, ca: ca))).failure
         #expect(wrong?.message == "the proxy 127.0.0.1:\(proxy.port) refused the tunnel to 127.0.0.1:\(nginx.port) (check its rules and credentials)")
@@ -168,7 +182,10 @@ struct ProxyAndTLSTests {
 
     func privateCA(_ nginx: NginxServer, _ harness: Harness, ca: String) async throws {
         let untrusted = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", maxTries: 3)).failure
-        #expect(untrusted?.message == "the TLS certificate of 127.0.0.1 is not trusted: it is self-signed or its issuer is unknown; trust its CA with --ca-certificate FILE, or skip the check with --check-certificate=false")
+        #expect(
+            untrusted?.message
+                == "the TLS certificate of 127.0.0.1 is not trusted: it is self-signed or its issuer is unknown; trust its CA with --ca-certificate FILE, or skip the check with --check-certificate=false"
+        )
         #expect(harness.clock.retryWaits.isEmpty, "a certificate is not retried")
 
         _ = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "b.bin", network(ca: ca))).get()
@@ -200,13 +217,17 @@ struct ProxyAndTLSTests {
             let expired = try await harness.download(request(harness, nginx.url("/f.bin"), "a.bin", network(ca: ca))).failure
             #expect(expired?.message.hasPrefix("the TLS certificate of 127.0.0.1 is not trusted: it expired on 20") == true, "\(String(describing: expired))")
             // Its CA was given already: a CA is not what it needs.
-            #expect(expired?.message.hasSuffix("; the server must renew it, or skip the check with --check-certificate=false") == true,
-                    "\(String(describing: expired))")
+            #expect(
+                expired?.message.hasSuffix("; the server must renew it, or skip the check with --check-certificate=false") == true,
+                "\(String(describing: expired))")
             #expect(expired?.message.contains("--ca-certificate") == false)
         }
         try await withNginx(.init(tls: .init(certs.wrongName))) { nginx, harness in
             let wrongName = try await harness.download(request(harness, nginx.url("/f.bin", host: "localhost"), "a.bin", network(ca: ca))).failure
-            #expect(wrongName?.message == "the TLS certificate of localhost is for another name; use the name the certificate is for, or skip the check with --check-certificate=false")
+            #expect(
+                wrongName?.message
+                    == "the TLS certificate of localhost is for another name; use the name the certificate is for, or skip the check with --check-certificate=false"
+            )
         }
         try await withNginx(.init(tls: .testServer(certs))) { nginx, harness in
             try await clientCertificates(nginx, harness, certs)
@@ -234,7 +255,10 @@ struct ProxyAndTLSTests {
         mismatched.tls.privateKey = certs.server.key
         let mismatch = try await harness.download(request(harness, nginx.url("/mtls/f.bin"), "d.bin", mismatched)).failure
         #expect(mismatch?.kind == .invalidRequest)
-        #expect(mismatch?.message == "the client certificate \(certs.client.certificate) and the private key \(certs.server.key) do not belong together; give the key of that certificate")
+        #expect(
+            mismatch?.message
+                == "the client certificate \(certs.client.certificate) and the private key \(certs.server.key) do not belong together; give the key of that certificate"
+        )
         let notPEM = harness.directory.file("www/f.bin")
         let unreadable = try await harness.download(request(harness, nginx.url("/f.bin"), "c.bin", network(ca: notPEM))).failure
         #expect(unreadable?.message.hasPrefix("cannot read the CA certificate \(notPEM): ") == true, "\(String(describing: unreadable))")
@@ -319,6 +343,7 @@ struct ProxyAndTLSTests {
 }
 
 /// nginx, tinyproxy, squid, microsocks and openssl (`scripts/install-deps.sh --with-test-servers`).
-let proxyAndTLSServersInstalled = NginxServer.executablePath != nil && ForwardProxy.executablePath != nil
+let proxyAndTLSServersInstalled =
+    NginxServer.executablePath != nil && ForwardProxy.executablePath != nil
     && SquidProxy.executablePath != nil
     && SocksProxy.executablePath != nil && TestCertificates.opensslPath != nil

@@ -3,13 +3,15 @@ import Testing
 
 @Suite("Range header")
 struct RangeHeaderTests {
-    @Test("builds a single range", arguments: [
-        (Int64(0), Int64?.none, "bytes=0-"),
-        (1024, nil, "bytes=1024-"),
-        (0, 0, "bytes=0-0"),
-        (500, 999, "bytes=500-999"),
-        (Int64.max - 1, Int64.max - 1, "bytes=9223372036854775806-9223372036854775806"),
-    ])
+    @Test(
+        "builds a single range",
+        arguments: [
+            (Int64(0), Int64?.none, "bytes=0-"),
+            (1024, nil, "bytes=1024-"),
+            (0, 0, "bytes=0-0"),
+            (500, 999, "bytes=500-999"),
+            (Int64.max - 1, Int64.max - 1, "bytes=9223372036854775806-9223372036854775806"),
+        ])
     func value(start: Int64, end: Int64?, expected: String) {
         #expect(RangeHeader.value(from: start, to: end) == expected)
     }

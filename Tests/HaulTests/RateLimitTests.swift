@@ -7,8 +7,8 @@ import Testing
     @Test func reservationsAreFIFOAndAnIdleLimiterBanksNothing() async throws {
         let clock = RecordingClock()
         let limiter = RateLimiter(bytesPerSecond: 1000, clock: clock)
-        try await limiter.acquire(500)   // free: the limiter was idle
-        try await limiter.acquire(500)   // waits for the first 500
+        try await limiter.acquire(500)  // free: the limiter was idle
+        try await limiter.acquire(500)  // waits for the first 500
         #expect(clock.sleeps.count == 1)
         #expect(clock.totalSlept > .milliseconds(490) && clock.totalSlept <= .milliseconds(500))
     }
@@ -25,11 +25,12 @@ import Testing
         configuration.rateLimit = perDownload ? nil : 1 << 20
         let downloader = try Downloader(configuration)
         let started = harness.clock.now
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin") {
-            $0.connections = connections
-            $0.minimumSplitSize = 256 << 10
-            $0.rateLimit = perDownload ? 1 << 20 : nil
-        })
+        let task = downloader.download(
+            harness.request(server.url("/f.bin"), file: "f.bin") {
+                $0.connections = connections
+                $0.minimumSplitSize = 256 << 10
+                $0.rateLimit = perDownload ? 1 << 20 : nil
+            })
         _ = try await task.result()
         let took = harness.clock.now - started
         try await downloader.shutdown()

@@ -6,12 +6,14 @@ import Testing
 /// What the engine reads from a response head, whatever the case of the names.
 struct ResponseHeadTests {
     @Test func readsTheHeadersItNeedsInAnyCase() {
-        let head = ResponseHead(status: 206, headers: HTTPHeaders([
-            ("CONTENT-LENGTH", " 10 "), ("content-length", "99"), ("Content-Range", "bytes 0-9/100"),
-            ("ETag", "\"v1\""), ("etag", "\"v2\""), ("Last-Modified", "Wed, 21 Oct 2015 07:28:00 GMT"),
-            ("Accept-Ranges", "none, Bytes"), ("Content-Disposition", "attachment; filename=a.bin"),
-            ("Retry-After", "7"), ("X-Content-Length", "5"),
-        ]))
+        let head = ResponseHead(
+            status: 206,
+            headers: HTTPHeaders([
+                ("CONTENT-LENGTH", " 10 "), ("content-length", "99"), ("Content-Range", "bytes 0-9/100"),
+                ("ETag", "\"v1\""), ("etag", "\"v2\""), ("Last-Modified", "Wed, 21 Oct 2015 07:28:00 GMT"),
+                ("Accept-Ranges", "none, Bytes"), ("Content-Disposition", "attachment; filename=a.bin"),
+                ("Retry-After", "7"), ("X-Content-Length", "5"),
+            ]))
         #expect(head.contentLength == 10)
         #expect(head.contentRange?.total == 100)
         #expect(head.validators == Validators(etag: "\"v1\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT"))

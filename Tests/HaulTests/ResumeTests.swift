@@ -16,8 +16,10 @@ import Testing
     /// (The cut points below are past this allowance, so a restart from zero could not pass.)
     static let inFlightAllowance = (1 << 20) + (64 << 10)
 
-    func run(_ configure: (inout Route) -> Void, _ request: (inout DownloadRequest) -> Void = { _ in },
-             stallTimeout: Duration = .seconds(5)) async throws -> (result: Result<DownloadResult, DownloadError>, expected: [UInt8], sent: Int, got: [UInt8]?, gets: Int) {
+    func run(
+        _ configure: (inout Route) -> Void, _ request: (inout DownloadRequest) -> Void = { _ in },
+        stallTimeout: Duration = .seconds(5)
+    ) async throws -> (result: Result<DownloadResult, DownloadError>, expected: [UInt8], sent: Int, got: [UInt8]?, gets: Int) {
         let server = try await FaultServer.start()
         var harness = try Harness()
         harness.stallTimeout = stallTimeout

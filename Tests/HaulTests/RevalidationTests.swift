@@ -8,8 +8,10 @@ import Testing
 @Suite(.serialized) struct RevalidationTests {
     /// Downloads `/f.bin` (as `content`), lets `change` alter the server, asks again, and
     /// returns what the second round did.
-    func round(_ content: [UInt8], _ change: (FaultServer) -> Void,
-               touch: ((String) throws -> Void)? = nil) async throws -> (result: DownloadResult?, bodies: Int, requests: [RecordedRequest], files: [String], path: String, bytes: [UInt8]?) {
+    func round(
+        _ content: [UInt8], _ change: (FaultServer) -> Void,
+        touch: ((String) throws -> Void)? = nil
+    ) async throws -> (result: DownloadResult?, bodies: Int, requests: [RecordedRequest], files: [String], path: String, bytes: [UInt8]?) {
         let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
@@ -59,11 +61,14 @@ import Testing
 
     @Test func aFileSomeoneElseChangedIsNotOverwritten() async throws {
         let edited = Array("edited by hand\n".utf8)
-        let outcome = try await round(testBytes(300_000, seed: 1), { server in
-            server.update("/f.bin") { $0.content = testBytes(400_000, seed: 3) }
-        }, touch: { path in
-            try Data(edited).write(to: URL(fileURLWithPath: path))
-        })
+        let outcome = try await round(
+            testBytes(300_000, seed: 1),
+            { server in
+                server.update("/f.bin") { $0.content = testBytes(400_000, seed: 3) }
+            },
+            touch: { path in
+                try Data(edited).write(to: URL(fileURLWithPath: path))
+            })
         #expect(outcome.bytes == edited, "the edited file stays")
         #expect(outcome.files == ["f.1.bin", "f.bin"])
     }

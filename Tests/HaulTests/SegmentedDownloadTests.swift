@@ -8,18 +8,23 @@ import Testing
 @Suite struct SegmentedDownloadTests {
     static let size = 6 << 20
 
-    func run(connections: Int, _ configure: (inout Route) -> Void = { _ in }) async throws
-        -> (result: DownloadResult, got: [UInt8]?, expected: [UInt8], stats: RouteStats) {
+    func run(
+        connections: Int, _ configure: (inout Route) -> Void = { _ in }
+    ) async throws
+        -> (result: DownloadResult, got: [UInt8]?, expected: [UInt8], stats: RouteStats)
+    {
         let server = try await FaultServer.start()
         let harness = try Harness()
         defer { harness.remove() }
         var route = Route(content: testBytes(Self.size, seed: 8))
         configure(&route)
         server.serve("/f.bin", route)
-        let result = try await harness.download(harness.request(server.url("/f.bin"), file: "f.bin") {
-            $0.connections = connections
-            $0.minimumSplitSize = 256 << 10
-        }).get()
+        let result = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "f.bin") {
+                $0.connections = connections
+                $0.minimumSplitSize = 256 << 10
+            }
+        ).get()
         let stats = server.stats("/f.bin")
         let got = harness.directory.contents("f.bin")
         try await server.shutdown()
@@ -55,10 +60,11 @@ import Testing
         let downloader = try harness.downloader()
         // Two connections cut the file in halves, too small to split again: the first answer
         // stops where its half does.
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin") {
-            $0.connections = 2
-            $0.minimumSplitSize = Int64(Self.size) / 4 + 1
-        })
+        let task = downloader.download(
+            harness.request(server.url("/f.bin"), file: "f.bin") {
+                $0.connections = 2
+                $0.minimumSplitSize = Int64(Self.size) / 4 + 1
+            })
         // Waiting for the stall timeout would take an hour: the test gives up long before.
         let watchdog = Task {
             try await Task.sleep(for: .seconds(30))
@@ -119,10 +125,14 @@ import Testing
         server.serve("/f.bin", Route(content: content))
         let good = try Checksum(parsing: "sha-256=" + sha256Hex(content))
         let bad = try Checksum(parsing: "sha-256=" + String(repeating: "1", count: 64))
-        let ok = try await harness.download(harness.request(server.url("/f.bin"), file: "good.bin") {
-            $0.connections = 4; $0.minimumSplitSize = 256 << 10; $0.checksum = good })
-        let mismatch = try await harness.download(harness.request(server.url("/f.bin"), file: "bad.bin") {
-            $0.connections = 4; $0.minimumSplitSize = 256 << 10; $0.checksum = bad })
+        let ok = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "good.bin") {
+                $0.connections = 4; $0.minimumSplitSize = 256 << 10; $0.checksum = good
+            })
+        let mismatch = try await harness.download(
+            harness.request(server.url("/f.bin"), file: "bad.bin") {
+                $0.connections = 4; $0.minimumSplitSize = 256 << 10; $0.checksum = bad
+            })
         try await server.shutdown()
         #expect(throws: Never.self) { try ok.get() }
         guard case .failure(let error) = mismatch else { Issue.record("mismatch must fail"); return }

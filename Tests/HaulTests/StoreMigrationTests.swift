@@ -29,15 +29,17 @@ import Testing
         try await queue.write { db in
             for (table, columns) in [("job", ["url", "destinationPath", "resolvedPath"]), ("download", ["url", "destination"])] {
                 for column in columns {
-                    try db.execute(sql: "UPDATE \(table) SET \(column) = replace(replace(\(column), '/tmp/haul-v2-fixture', ?), 'http://127.0.0.1:18777', ?)",
-                                   arguments: [dir.path, "http://127.0.0.1:\(server.port)"])
+                    try db.execute(
+                        sql: "UPDATE \(table) SET \(column) = replace(replace(\(column), '/tmp/haul-v2-fixture', ?), 'http://127.0.0.1:18777', ?)",
+                        arguments: [dir.path, "http://127.0.0.1:\(server.port)"])
                 }
             }
             // The same files as the old server's: its validators are this server's now.
             for name in Self.sizes.keys {
                 let (etag, lastModified) = server.validators("/" + name)
-                try db.execute(sql: "UPDATE download SET etag = ?, lastModified = ? WHERE destination LIKE ?",
-                               arguments: [etag, lastModified, "%/" + name])
+                try db.execute(
+                    sql: "UPDATE download SET etag = ?, lastModified = ? WHERE destination LIKE ?",
+                    arguments: [etag, lastModified, "%/" + name])
             }
         }
         try queue.close()
@@ -49,18 +51,23 @@ import Testing
         let downloader = try harness.downloader()
         // haul get run again with its list: a continues, b starts, c is checked (no body).
         let get = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "haul-get"))
-        let requests = ["a.bin", "b.bin"].map { DownloadRequest(url: server.url("/" + $0), file: dir.file("out/" + $0)) }
+        let requests =
+            ["a.bin", "b.bin"].map { DownloadRequest(url: server.url("/" + $0), file: dir.file("out/" + $0)) }
             + [DownloadRequest(url: server.url("/c.bin"), file: dir.file("out/c.bin"))]
-        let added = try await get.add(contentsOf: requests.map { var request = $0; request.connections = 1; return request },
-                                      replacing: true, requeueExisting: true)
+        let added = try await get.add(
+            contentsOf: requests.map {
+                var request = $0; request.connections = 1; return request
+            },
+            replacing: true, requeueExisting: true)
         #expect(added.allSatisfy { (try? $0.get()) != nil })
         #expect(try added[0].get() == DownloadID("0bdbe6a04d994c28"), "the half-done download keeps its id")
         await get.waitUntilIdle()
         for name in ["a.bin", "b.bin", "c.bin"] {
             #expect(dir.contents("out/" + name) == Self.content(Self.sizes[name]!), "\(name)")
         }
-        #expect(server.stats("/a.bin").requests.first { $0.method == "GET" }?.header("Range") == "bytes=1220000-",
-                "a.bin continues from its recorded bytes")
+        #expect(
+            server.stats("/a.bin").requests.first { $0.method == "GET" }?.header("Range") == "bytes=1220000-",
+            "a.bin continues from its recorded bytes")
         #expect(server.stats("/c.bin").bodyBytesSent == 0, "c.bin was complete: no body again")
         await get.shutdown()
 

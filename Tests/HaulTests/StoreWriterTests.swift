@@ -6,8 +6,9 @@ import Testing
 /// The group-committing writer: whoever waits for it is woken, whatever arrives meanwhile.
 @Suite struct StoreWriterTests {
     func row(_ index: Int) -> DownloadRow {
-        DownloadRow(id: DownloadID(rawValue: UInt64(index + 1)), queue: "q",
-                    request: DownloadRequest(url: "http://h.example/f\(index)", file: "/w/f\(index)"))
+        DownloadRow(
+            id: DownloadID(rawValue: UInt64(index + 1)), queue: "q",
+            request: DownloadRequest(url: "http://h.example/f\(index)", file: "/w/f\(index)"))
     }
 
     /// Waits (boundedly) for `condition`; false when it never held.
@@ -82,10 +83,13 @@ extension StoreWriterTests {
         #expect(patch[.finishOrder] == 7.databaseValue)
         #expect(patch[.ranges] == ByteRanges([0..<10]).databaseValue)
         #expect(patch[.path] == nil)
-        #expect(patch.updateSQL == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, errorReason = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
-        #expect(patch.changedValues == [
-            DownloadStatus.completed.storedValue.databaseValue, .null, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
-        ])
+        #expect(
+            patch.updateSQL
+                == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, errorReason = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
+        #expect(
+            patch.changedValues == [
+                DownloadStatus.completed.storedValue.databaseValue, .null, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
+            ])
         #expect(RowPatch().isEmpty)
     }
 

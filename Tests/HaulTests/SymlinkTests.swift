@@ -80,9 +80,13 @@ import Testing
             server.serve("/file.bin", Route(content: Self.content))
             try dir.write("downloads/.keep", [], creatingFolders: true)
             try dir.write("elsewhere/.keep", [], creatingFolders: true)
-            let gid = try #require(try await daemon.call("aria2.addUri", [
-                [.string(server.url("/file.bin"))], ["dir": "race", "pause": "true"],
-            ]).string)
+            let gid = try #require(
+                try await daemon.call(
+                    "aria2.addUri",
+                    [
+                        [.string(server.url("/file.bin"))], ["dir": "race", "pause": "true"],
+                    ]
+                ).string)
             // Swapped in after the add was checked and accepted.
             try? FileManager.default.removeItem(atPath: dir.file("downloads/race"))
             symlink(dir.file("elsewhere"), dir.file("downloads/race"))

@@ -108,9 +108,10 @@ import Testing
         // The server's count alone races haul: its bytes can sit in the socket before haul has
         // made the folder. Haul holding an unnamed file there is the moment this test is about.
         let unnamed = dir.file("out") + "/#"
-        #expect(try await waitUntil {
-            server.stats("/small.bin").bodyBytesSent >= 100_000 && haul.openFiles.contains { $0.hasPrefix(unnamed) }
-        })
+        #expect(
+            try await waitUntil {
+                server.stats("/small.bin").bodyBytesSent >= 100_000 && haul.openFiles.contains { $0.hasPrefix(unnamed) }
+            })
         haul.signal(SIGKILL)
         _ = try await haul.finish()
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("out")).isEmpty)
@@ -154,8 +155,9 @@ import Testing
             contents.append(route.content)
         }
         try dir.write("list", Array((server.url("/a/index.html") + "\n" + server.url("/b/index.html") + "\n").utf8))
-        let (status, stderr) = try await HaulProcess.run(["get", "-q", "-j", "2", "-i", "list", "-d", "out", "--state-dir", dir.file("state")],
-                                                         in: dir.path)
+        let (status, stderr) = try await HaulProcess.run(
+            ["get", "-q", "-j", "2", "-i", "list", "-d", "out", "--state-dir", dir.file("state")],
+            in: dir.path)
         try await server.shutdown()
 
         #expect(status == 0, "\(stderr)")

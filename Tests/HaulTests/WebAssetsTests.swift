@@ -50,8 +50,10 @@ import Testing
             #expect(page.headers["content-type"] == ["text/html; charset=utf-8"])
             #expect(page.headers["cache-control"] == ["no-cache"])
             let policy = try #require(page.headers["content-security-policy"]?.first)
-            for directive in ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "img-src 'self'",
-                              "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'", "require-trusted-types-for 'script'"] {
+            for directive in [
+                "default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "img-src 'self'",
+                "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'", "require-trusted-types-for 'script'",
+            ] {
                 #expect(policy.contains(directive), "\(policy)")
             }
             #expect(!policy.contains("unsafe"))

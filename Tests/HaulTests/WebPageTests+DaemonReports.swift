@@ -25,20 +25,23 @@ extension WebPageTests {
 
             // -j 1 is taken.
             try await page.waitFor(rowWaitText(second), toBe: "Waiting for a free slot (1 of 1 running)")
-            #expect(try await daemon.call("aria2.tellStatus", [.string(second), ["waitingReason"]])["waitingReason"]
-                == ["kind": "slot", "running": "1", "limit": "1"])
+            #expect(
+                try await daemon.call("aria2.tellStatus", [.string(second), ["waitingReason"]])["waitingReason"]
+                    == ["kind": "slot", "running": "1", "limit": "1"])
             // A second slot, but the host's one connection is taken.
             try await daemon.call("aria2.changeGlobalOption", [["max-concurrent-downloads": "2"]])
-            try await page.waitFor(rowWaitText(second),
-                                   toBe: "Waiting: host 127.0.0.1 has its 1 connections (--max-connections-per-host)")
+            try await page.waitFor(
+                rowWaitText(second),
+                toBe: "Waiting: host 127.0.0.1 has its 1 connections (--max-connections-per-host)")
             #expect(try await daemon.call("aria2.tellStatus", [.string(second)])["waitingReason"]?["kind"] == "host")
             // Paused: the detail view says so; the running one has no reason.
             try await page.click(row(third, "details"))
             try await page.waitFor("document.getElementById('detailFacts').textContent.includes('it waits until you resume it')", toBe: true)
             #expect(try await daemon.call("aria2.tellStatus", [.string(first)])["waitingReason"] == nil)
             // A dependency (the library's, not aria2's RPC): as the page words it.
-            #expect(try await page.evaluate("Fmt.waitText({ status: 'waiting', waitingReason: { kind: 'dependency', gid: 'abc', name: 'base.iso' } })")
-                == "Waiting for download base.iso")
+            #expect(
+                try await page.evaluate("Fmt.waitText({ status: 'waiting', waitingReason: { kind: 'dependency', gid: 'abc', name: 'base.iso' } })")
+                    == "Waiting for download base.iso")
         }
     }
 
@@ -99,8 +102,9 @@ extension WebPageTests {
             #expect(status["numPieces"] == "8" && status["pieceLength"] == "1048576")
             #expect(expected != "00" && expected != "ff", "paused partway with whole pieces on disk: \(ranges)")
             let have = expected.compactMap { $0.hexDigitValue }.map { $0.nonzeroBitCount }.reduce(0, +)
-            try await page.waitFor("document.getElementById('detailPiecesText').textContent",
-                                   toBe: .string("\(have) of 8 pieces of 1.00 MiB each"))
+            try await page.waitFor(
+                "document.getElementById('detailPiecesText').textContent",
+                toBe: .string("\(have) of 8 pieces of 1.00 MiB each"))
         }
     }
 

@@ -65,8 +65,10 @@ extension WebPageTests {
             slow.bytesPerSecond = 32 << 10
             let calls: [JSONValue] = (0..<120).map { i in
                 server.serve("/set/\(i).bin", slow)
-                return ["methodName": "aria2.addUri",
-                        "params": daemon.tokenParams([[.string(server.url("/set/\(i).bin"))], ["pause": "true"]])]
+                return [
+                    "methodName": "aria2.addUri",
+                    "params": daemon.tokenParams([[.string(server.url("/set/\(i).bin"))], ["pause": "true"]]),
+                ]
             }
             let added = try await daemon.call("system.multicall", [.array(calls)])
             let gids = (added.array ?? []).compactMap { $0.array?.first?.string }

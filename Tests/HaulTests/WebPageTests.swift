@@ -13,8 +13,10 @@ import Testing
 
     /// A fault server, a daemon with a secret that downloads into `downloads/`, and Chromium
     /// with one blank page; all stopped however `body` ends.
-    func withPage(_ arguments: [String] = [],
-                  _ body: @escaping @Sendable (FaultServer, DaemonProcess, TestDirectory, Page) async throws -> Void) async throws {
+    func withPage(
+        _ arguments: [String] = [],
+        _ body: @escaping @Sendable (FaultServer, DaemonProcess, TestDirectory, Page) async throws -> Void
+    ) async throws {
         let chromium = try #require(Self.chromium, "install Debian's chromium (scripts/install-deps.sh --with-test-servers)")
         let dir = try TestDirectory()
         defer { dir.remove() }
@@ -60,11 +62,13 @@ import Testing
     /// The GID of the row whose name contains `name` (and is not `except`), once there is one.
     func gid(ofRowNamed name: String, except: String? = nil, _ page: Page) async throws -> String {
         try await page.poll(timeout: .seconds(20)) { () async throws -> String? in
-            try? await page.evaluate("""
+            try? await page.evaluate(
+                """
                 [...document.querySelectorAll("#list [data-gid]")]
                   .filter(r => r.querySelector(".name").textContent.includes(\(Page.literal(name))) && r.dataset.gid !== \(Page.literal(except ?? "")))
                   .map(r => r.dataset.gid)[0] || null
-                """).string
+                """
+            ).string
         }
     }
 
@@ -78,8 +82,10 @@ import Testing
     }
 
     /// Waits until the page's row and the daemon both say one of `statuses`.
-    func waitForStatus(_ gid: String, _ statuses: Set<String>, _ page: Page, _ daemon: DaemonProcess,
-                       timeout: Duration = .seconds(20)) async throws {
+    func waitForStatus(
+        _ gid: String, _ statuses: Set<String>, _ page: Page, _ daemon: DaemonProcess,
+        timeout: Duration = .seconds(20)
+    ) async throws {
         var seen: (page: String?, daemon: String?) = (nil, nil)
         do {
             _ = try await page.poll(timeout: timeout) { () async throws -> Bool? in
@@ -158,8 +164,9 @@ import Testing
             let gid = try await gid(ofRowNamed: "slow.iso", page)
             try await waitForStatus(gid, ["active"], page, daemon)
             #expect(try await page.evaluate("document.getElementById('urls').value") == "")
-            #expect(try await daemon.call("aria2.tellStatus", [.string(gid), ["files"]])["files"]?[0]?["uris"]?[0]?["uri"]
-                == .string(server.url("/slow.iso")))
+            #expect(
+                try await daemon.call("aria2.tellStatus", [.string(gid), ["files"]])["files"]?[0]?["uris"]?[0]?["uri"]
+                    == .string(server.url("/slow.iso")))
 
             try await page.click(row(gid, "pause"))
             try await waitForStatus(gid, ["paused"], page, daemon)
@@ -386,8 +393,9 @@ import Testing
             _ = try await page.poll(timeout: .seconds(10)) { () async throws -> Bool? in
                 try await daemon.call("aria2.tellWaiting", [50, 2, ["gid"]]) == [["gid": .string(fiftyFirst)], ["gid": .string(fiftieth)]] ? true : nil
             }
-            try await page.waitFor("[...document.querySelectorAll('#list [data-gid]')].slice(0, 2).map(r => r.dataset.gid).join()",
-                                   toBe: .string("\(fiftyFirst),\(fiftieth)"))
+            try await page.waitFor(
+                "[...document.querySelectorAll('#list [data-gid]')].slice(0, 2).map(r => r.dataset.gid).join()",
+                toBe: .string("\(fiftyFirst),\(fiftieth)"))
 
             // A search reads the whole list once, with only the keys it needs; refreshes stay small.
             let before = page.events.count

@@ -16,8 +16,10 @@ struct DestinationResolver: Sendable {
     /// The absolute path for `destination`, given what the probe learned.
     ///
     /// - Parameter urlName: the name from `url`'s path, when the caller worked it out already.
-    func path(for destination: DownloadRequest.Destination, suggestedName: String?, url: String,
-              urlName: String?? = nil) throws(DownloadError) -> String {
+    func path(
+        for destination: DownloadRequest.Destination, suggestedName: String?, url: String,
+        urlName: String?? = nil
+    ) throws(DownloadError) -> String {
         switch destination {
         case .file(let path):
             return FilePaths.absolute(path)

@@ -68,8 +68,9 @@ extension DownloadRunner {
         // refuse HEAD (405, 501), forbid it, or answer it without a length: a ranged GET
         // for one byte costs one round trip and tells the truth.
         if head.head.error.isRetryable, head.head.status != 501 { throw head.head.error }
-        let get = try await transport.send(.GET, url: request.url, headers: headers + [("Range", RangeHeader.value(from: 0, to: 0))],
-                                           stallTimeout: stallTimeout)
+        let get = try await transport.send(
+            .GET, url: request.url, headers: headers + [("Range", RangeHeader.value(from: 0, to: 0))],
+            stallTimeout: stallTimeout)
         // The body is dropped unread, which cancels the request.
         let answer = get.head
         switch answer.status {
@@ -96,8 +97,8 @@ extension DownloadRunner {
     /// gone or is no longer the one Haul wrote (then the usual rules apply).
     func revalidated(_ retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult? {
         guard let row = try await store.row(id), let path = row.path, let bytes = row.resultBytes,
-              DestinationResolver.regularFileSize(path) == bytes,
-              let modified = FileCommitter.modified(path), let recorded = row.fileModified, abs(modified - recorded) < 1e-6
+            DestinationResolver.regularFileSize(path) == bytes,
+            let modified = FileCommitter.modified(path), let recorded = row.fileModified, abs(modified - recorded) < 1e-6
         else { return nil }
         let unchanged = DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
         let known = row.validators

@@ -39,8 +39,10 @@ extension DownloadRunner {
     ///
     /// - Parameter first: the first contact's answer to a plain GET: its body, from byte 0, feeds
     ///   the first segment, so a fresh download costs no extra request.
-    func segmentedTransfer(_ transfer: inout Transfer, missing: [Range<Int64>], trusted: ByteRanges,
-                           first: HTTPAnswer?) async throws(DownloadError) -> Bool {
+    func segmentedTransfer(
+        _ transfer: inout Transfer, missing: [Range<Int64>], trusted: ByteRanges,
+        first: HTTPAnswer?
+    ) async throws(DownloadError) -> Bool {
         // Under a manager, connections beyond the first need free slots on the host.
         let extra = lease?.acquire(upTo: request.connections - 1) ?? request.connections - 1
         defer { lease?.release(extra) }
@@ -120,7 +122,8 @@ extension DownloadRunner {
         switch head.status {
         case 206:
             guard let range = head.contentRange, range.first == segment.next, range.total == context.total,
-                  !context.validators.contradicts(head.validators) else { throw .rangesNotHonoured }
+                !context.validators.contradicts(head.validators)
+            else { throw .rangesNotHonoured }
             try await receive(answer.body, segment: segment, announcedEnd: range.last + 1, context)
         case 200, 416:
             throw .rangesNotHonoured
@@ -129,8 +132,10 @@ extension DownloadRunner {
         }
     }
 
-    private func receive(_ body: HTTPClientResponse.Body, segment: SegmentPlanner.Segment, announcedEnd: Int64,
-                         _ context: SegmentContext) async throws(DownloadError) {
+    private func receive(
+        _ body: HTTPClientResponse.Body, segment: SegmentPlanner.Segment, announcedEnd: Int64,
+        _ context: SegmentContext
+    ) async throws(DownloadError) {
         var offset = segment.next
         do {
             for try await buffer in body {
@@ -143,9 +148,11 @@ extension DownloadRunner {
                 if isThrottled { try await throttle(after.accepted) }
                 if let ranges = after.checkpoint { try await context.checkpointer.request(ranges) }
                 if let report = after.report {
-                    events.progress(DownloadProgress(destination: context.destination, bytesDone: report.bytes,
-                                                     totalBytes: context.total, bytesPerSecond: report.bytesPerSecond,
-                                                     connections: report.connections))
+                    events.progress(
+                        DownloadProgress(
+                            destination: context.destination, bytesDone: report.bytes,
+                            totalBytes: context.total, bytesPerSecond: report.bytesPerSecond,
+                            connections: report.connections))
                 }
                 // Reached the end, or another connection took over the rest: stop reading.
                 if after.accepted < buffer.readableBytes { return }

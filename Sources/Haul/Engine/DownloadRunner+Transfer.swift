@@ -45,14 +45,17 @@ extension DownloadRunner {
     /// - Parameters:
     ///   - first: an answer to a plain GET whose body has not been read yet (the first contact).
     ///   - replacing: the file at `path` is Haul's own earlier version; the new one replaces it.
-    func transfer(to path: String, part: PartFile, probe: ProbeResult, first: HTTPAnswer?, replacing: Bool,
-                  retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult {
+    func transfer(
+        to path: String, part: PartFile, probe: ProbeResult, first: HTTPAnswer?, replacing: Bool,
+        retry: inout RetryPolicy
+    ) async throws(DownloadError) -> DownloadResult {
         defer { part.unlock() }
         let state = try await loadState(for: path, part: part, probe: probe)
         var transfer = Transfer(
             state: state,
-            machine: TransferStateMachine(total: state.totalLength, validators: state.validators,
-                                          acceptsRanges: state.acceptsRanges, offset: state.ranges.contiguousPrefix),
+            machine: TransferStateMachine(
+                total: state.totalLength, validators: state.validators,
+                acceptsRanges: state.acceptsRanges, offset: state.ranges.contiguousPrefix),
             digest: nil, part: part,
             checkpointer: Checkpointer(part: part, writer: store.writer, id: id, durable: state.ranges))
         var first = first
@@ -102,8 +105,9 @@ extension DownloadRunner {
         if partSize > 0 {
             let rows = try await store.rows(path: path)
             if let best = rows.first(where: { !$0.ranges.isEmpty }) {
-                state = EngineState(path: path, totalLength: best.totalLength, validators: best.validators,
-                                    acceptsRanges: best.acceptsRanges, ranges: best.ranges)
+                state = EngineState(
+                    path: path, totalLength: best.totalLength, validators: best.validators,
+                    acceptsRanges: best.acceptsRanges, ranges: best.ranges)
                 // Another download's progress on this file is now this one's.
                 if best.id != id { store.writer.update(best.id, .ranges(ByteRanges())) }
             }
@@ -192,8 +196,10 @@ extension DownloadRunner {
     /// land, so that a kill right after resumes against the right version.
     private func learnedFromAnswer(_ transfer: inout Transfer) {
         let machine = transfer.machine
-        guard transfer.state.totalLength != machine.total || transfer.state.validators != machine.validators
-                || transfer.state.acceptsRanges != machine.acceptsRanges else { return }
+        guard
+            transfer.state.totalLength != machine.total || transfer.state.validators != machine.validators
+                || transfer.state.acceptsRanges != machine.acceptsRanges
+        else { return }
         transfer.state.totalLength = machine.total
         transfer.state.validators = machine.validators
         transfer.state.acceptsRanges = machine.acceptsRanges
@@ -224,7 +230,8 @@ extension DownloadRunner {
                 if isThrottled { try await throttle(count) }
                 let now = ContinuousClock.now
                 if transfer.machine.offset - lastCheckpoint.offset >= Checkpointer.byteInterval
-                    || now - lastCheckpoint.instant >= Checkpointer.interval {
+                    || now - lastCheckpoint.instant >= Checkpointer.interval
+                {
                     try await transfer.checkpointer.request(transfer.written)
                     lastCheckpoint = (now, transfer.machine.offset)
                 }
@@ -243,8 +250,10 @@ extension DownloadRunner {
 
     private func report(_ transfer: inout Transfer, at instant: ContinuousClock.Instant) {
         transfer.meter.sample(bytes: transfer.machine.offset, at: instant)
-        events.progress(DownloadProgress(destination: transfer.state.path, bytesDone: transfer.machine.offset,
-                                         totalBytes: transfer.machine.total, bytesPerSecond: transfer.meter.bytesPerSecond))
+        events.progress(
+            DownloadProgress(
+                destination: transfer.state.path, bytesDone: transfer.machine.offset,
+                totalBytes: transfer.machine.total, bytesPerSecond: transfer.meter.bytesPerSecond))
     }
 
     /// Size check, checksum, then the batched flush and atomic rename: nothing unverified at `path`.

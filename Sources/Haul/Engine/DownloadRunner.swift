@@ -52,8 +52,9 @@ struct DownloadRunner: Sendable {
                 try await self.firstContact(streamFirst: streamFirst, urlName: urlName)
             }
             let resolver = DestinationResolver(overwrite: request.overwrite)
-            let wanted = try resolver.path(for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
-                                           urlName: first.probe.url == request.url ? .some(urlName) : nil)
+            let wanted = try resolver.path(
+                for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
+                urlName: first.probe.url == request.url ? .some(urlName) : nil)
             // A streaming answer means the first contact found nothing where the URL's name
             // leads (a server-given name may lead elsewhere).
             let lookedAt = first.answer != nil && wanted == wantedFromURL(urlName)
@@ -66,7 +67,8 @@ struct DownloadRunner: Sendable {
                 if let answer = first.answer {
                     // The answer is already streaming: go on only if nothing is in the way.
                     guard lookedAt || !DestinationResolver.exists(path + ".part"),
-                          let part = try partNow(of: path, in: folder, length: first.probe.totalLength) else {
+                        let part = try partNow(of: path, in: folder, length: first.probe.totalLength)
+                    else {
                         streamFirst = false
                         continue
                     }

@@ -144,8 +144,10 @@ public final class Downloader: Sendable {
     /// - Returns: the number of bytes sent to `sink`.
     /// - Throws: ``DownloadError``; an error `sink` throws ends the download with it (as an
     ///   ``DownloadError/Kind/io`` error).
-    public func stream(_ request: DownloadRequest,
-                       into sink: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws(DownloadError) -> Int64 {
+    public func stream(
+        _ request: DownloadRequest,
+        into sink: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
+    ) async throws(DownloadError) -> Int64 {
         try await runner(request, id: .next(), events: .init()).stream { buffer in
             do { try buffer.withUnsafeReadableBytes { try sink($0) } } catch let error as DownloadError { throw error } catch {
                 throw DownloadError.io("cannot write the download: \(error)")
@@ -160,8 +162,9 @@ public final class Downloader: Sendable {
     }
 
     func transport(for request: DownloadRequest) -> HTTPTransport {
-        HTTPTransport(clients: clients, cookies: cookies, credentials: credentials, network: request.network, origin: request.url,
-                      separateConnections: request.connections > 1)
+        HTTPTransport(
+            clients: clients, cookies: cookies, credentials: credentials, network: request.network, origin: request.url,
+            separateConnections: request.connections > 1)
     }
 
     /// The engine for one attempt of a download whose row is `id`.
@@ -172,16 +175,19 @@ public final class Downloader: Sendable {
     ///   - validated: the request was checked already (a manager checks it when it is added).
     ///   - limiter: the download's own rate limit, for a caller that changes it while the
     ///     attempt runs; by default one made from the request's ``DownloadRequest/rateLimit``.
-    func runner(_ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
-                validated: Bool = false, limiter: RateLimiter? = nil, events: DownloadRunner.RunEvents) -> DownloadRunner {
+    func runner(
+        _ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
+        validated: Bool = false, limiter: RateLimiter? = nil, events: DownloadRunner.RunEvents
+    ) -> DownloadRunner {
         var logger = configuration.logger
         // Only where something is logged: setting metadata copies the logger's dictionary.
         if logger.logLevel <= .debug { logger[metadataKey: "download"] = .stringConvertible(id) }
         let limiters = [globalLimiter, limiter ?? request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
-        var runner = DownloadRunner(request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders,
-                                    transport: transport(for: request), stallTimeout: configuration.stallTimeout,
-                                    clock: configuration.clock, random: configuration.random,
-                                    limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
+        var runner = DownloadRunner(
+            request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders,
+            transport: transport(for: request), stallTimeout: configuration.stallTimeout,
+            clock: configuration.clock, random: configuration.random,
+            limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
         runner.validated = validated
         return runner
     }

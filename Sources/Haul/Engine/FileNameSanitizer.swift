@@ -50,11 +50,12 @@ enum FileNameSanitizer {
     static func isPlain(_ name: Substring) -> Bool {
         let utf8 = name.utf8
         guard let first = utf8.first, let last = utf8.last, utf8.count <= maxBytes,
-              first != UInt8(ascii: "."), last != UInt8(ascii: ".") else { return false }
+            first != UInt8(ascii: "."), last != UInt8(ascii: ".")
+        else { return false }
         return utf8.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "+"), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "+"), UInt8(ascii: "~"):
                 true
             default:
                 false
@@ -87,7 +88,8 @@ enum FileNameSanitizer {
         var stem = name
         var ext = name[name.endIndex...]
         if let dot = name.lastIndex(of: "."), dot != name.startIndex,
-           name.utf8[dot...].count <= maxExtensionBytes {
+            name.utf8[dot...].count <= maxExtensionBytes
+        {
             stem = name[..<dot]
             ext = name[dot...]
         }

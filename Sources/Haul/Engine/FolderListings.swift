@@ -56,7 +56,8 @@ final class FolderListings: Sendable {
     /// Folders kept at once: a list goes to one folder, a daemon's queue to a few.
     static let maxFolders = 16
 
-    private static let events = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+    private static let events =
+        UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
         | UInt32(IN_ONLYDIR) | UInt32(IN_EXCL_UNLINK)
 
     private let state: Mutex<State>
@@ -88,7 +89,8 @@ final class FolderListings: Sendable {
             guard state.descriptor >= 0 else { return nil }
             drain(&state)
             guard let watch = state.watches[folder] ?? watch(folder, &state),
-                  let names = state.listings[watch]?.names else { return nil }
+                let names = state.listings[watch]?.names
+            else { return nil }
             return (names.contains(first), names.contains(second))
         }
         guard let found else { return nil }

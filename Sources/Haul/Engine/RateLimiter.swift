@@ -19,8 +19,10 @@ public final class RateLimiter: Sendable {
         self.init(bytesPerSecond: bytesPerSecond, elapsed: elapsed, sleep: sleep)
     }
 
-    private init(bytesPerSecond: Int64, elapsed: @escaping @Sendable () -> Duration,
-                 sleep: @escaping @Sendable (Duration) async throws -> Void) {
+    private init(
+        bytesPerSecond: Int64, elapsed: @escaping @Sendable () -> Duration,
+        sleep: @escaping @Sendable (Duration) async throws -> Void
+    ) {
         rate = Atomic(max(0, bytesPerSecond))
         self.elapsed = elapsed
         self.sleep = sleep

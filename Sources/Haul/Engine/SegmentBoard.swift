@@ -72,7 +72,8 @@ final class SegmentBoard: Sendable {
             let bytes = state.written.byteCount
             var outcome = AfterWrite(accepted: accepted, finished: offset + Int64(accepted) >= end)
             if bytes - state.lastCheckpoint.bytes >= Checkpointer.byteInterval
-                || now - state.lastCheckpoint.instant >= Checkpointer.interval {
+                || now - state.lastCheckpoint.instant >= Checkpointer.interval
+            {
                 state.lastCheckpoint = (now, bytes)
                 outcome.checkpoint = state.written
             }

@@ -25,8 +25,9 @@ struct SegmentPlanner: Sendable {
         self.minimumSplit = max(1, minimumSplit)
         var pieces = missing.filter { !$0.isEmpty }
         while pieces.count < connections,
-              let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
-              Int64(pieces[largest].count) >= 2 * self.minimumSplit {
+            let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
+            Int64(pieces[largest].count) >= 2 * self.minimumSplit
+        {
             let range = pieces[largest]
             let middle = range.lowerBound + Int64(range.count) / 2
             pieces[largest] = range.lowerBound..<middle
@@ -44,7 +45,8 @@ struct SegmentPlanner: Sendable {
             return start(unassigned.removeFirst())
         }
         guard let index = active.indices.max(by: { active[$0].remaining < active[$1].remaining }),
-              active[index].remaining >= 2 * minimumSplit else { return nil }
+            active[index].remaining >= 2 * minimumSplit
+        else { return nil }
         let victim = active[index]
         let middle = victim.next + victim.remaining / 2
         active[index].end = middle

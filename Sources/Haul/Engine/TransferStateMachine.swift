@@ -90,7 +90,8 @@ struct TransferStateMachine: Sendable {
             return .stream(at: 0, truncate: true)
         case 416:
             if case .from(let start, _) = asked, let total, start == total,
-               head.unsatisfiedLength == nil || head.unsatisfiedLength == total {
+                head.unsatisfiedLength == nil || head.unsatisfiedLength == total
+            {
                 return .confirmComplete
             }
             return restart("the server cannot serve the missing range (416)")

@@ -5,8 +5,8 @@ import Foundation
 /// Written out by hand so HTTP dates need no Calendar, TimeZone or locale.
 struct CivilTime: Equatable {
     var year: Int
-    var month: Int   // 1...12
-    var day: Int     // 1...31
+    var month: Int  // 1...12
+    var day: Int  // 1...31
     var hour = 0
     var minute = 0
     var second = 0
@@ -21,9 +21,9 @@ struct CivilTime: Equatable {
     init?(year: Int, month: Int, day: Int, time: Substring) {
         let parts = time.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let hour = HTTPDate.number(parts[0], digits: 2...2),
-              let minute = HTTPDate.number(parts[1], digits: 2...2),
-              let second = HTTPDate.number(parts[2], digits: 2...2)
+            let hour = HTTPDate.number(parts[0], digits: 2...2),
+            let minute = HTTPDate.number(parts[1], digits: 2...2),
+            let second = HTTPDate.number(parts[2], digits: 2...2)
         else { return nil }
         self.init(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
     }
@@ -46,8 +46,9 @@ struct CivilTime: Equatable {
         var month = 12
         while Self.daysSinceEpoch(year: year, month: month, day: 1) > days { month -= 1 }
         let day = days - Self.daysSinceEpoch(year: year, month: month, day: 1) + 1
-        self.init(year: year, month: month, day: day, hour: secondOfDay / 3600,
-                  minute: secondOfDay % 3600 / 60, second: secondOfDay % 60)
+        self.init(
+            year: year, month: month, day: day, hour: secondOfDay / 3600,
+            minute: secondOfDay % 3600 / 60, second: secondOfDay % 60)
     }
 
     /// 0 for Sunday through 6 for Saturday.
@@ -60,7 +61,7 @@ struct CivilTime: Equatable {
     /// A second of 60 is allowed for a leap second and lands on the next minute.
     var date: Date? {
         guard year >= 1, (1...12).contains(month), (1...Self.daysIn(month, of: year)).contains(day),
-              (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
+            (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
         else { return nil }
         let days = Self.daysSinceEpoch(year: year, month: month, day: day)
         let seconds = days * Self.secondsPerDay + hour * 3600 + minute * 60 + second

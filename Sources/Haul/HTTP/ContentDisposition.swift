@@ -18,7 +18,8 @@ struct ContentDisposition {
         let parameters = Self.parameters(in: value)
         // The first instance of a parameter counts; RFC 6266 §4.1 makes repeats invalid.
         if let ext = parameters.first(where: { $0.name == "filename*" }),
-           let decoded = RFC8187.decode(ext.value), !decoded.isEmpty {
+            let decoded = RFC8187.decode(ext.value), !decoded.isEmpty
+        {
             return decoded
         }
         if let plain = parameters.first(where: { $0.name == "filename" }), !plain.value.isEmpty {

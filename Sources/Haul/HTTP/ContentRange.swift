@@ -33,11 +33,11 @@ struct ContentRange: Equatable, Sendable {
         guard halves.count == 2 else { return nil }
         let positions = halves[0].split(separator: "-", omittingEmptySubsequences: false)
         guard positions.count == 2,
-              let first = number(positions[0]),
-              let last = number(positions[1]),
-              first <= last,
-              // `last + 1` is the end offset callers compute; keep it representable.
-              last < Int64.max
+            let first = number(positions[0]),
+            let last = number(positions[1]),
+            first <= last,
+            // `last + 1` is the end offset callers compute; keep it representable.
+            last < Int64.max
         else { return nil }
         let totalText = HTTPSyntax.trimmingOWS(halves[1])
         if totalText == "*" { return ContentRange(first: first, last: last, total: nil) }
@@ -60,7 +60,7 @@ struct ContentRange: Equatable, Sendable {
     private static func byteRangeSpec(_ value: String) -> Substring? {
         let trimmed = HTTPSyntax.trimmingOWS(Substring(value))
         guard let gap = trimmed.firstIndex(where: HTTPSyntax.isOWS),
-              trimmed[..<gap].lowercased() == "bytes"
+            trimmed[..<gap].lowercased() == "bytes"
         else { return nil }
         return HTTPSyntax.trimmingOWS(trimmed[gap...])
     }

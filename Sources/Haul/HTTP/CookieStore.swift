@@ -84,9 +84,11 @@ final class CookieStore: Sendable {
             guard host == domain || host.hasSuffix("." + domain) else { continue }
             var expires = parsed.expires.map { Int64($0.timeIntervalSince1970) }
             if let maxAge = parsed.maxAge { expires = now + Int64(maxAge) }
-            received.append(Cookie(domain: domain, includesSubdomains: domain != host, path: parsed.path,
-                                   secure: parsed.secure, httpOnly: parsed.httpOnly, expires: expires,
-                                   name: parsed.name, value: parsed.value))
+            received.append(
+                Cookie(
+                    domain: domain, includesSubdomains: domain != host, path: parsed.path,
+                    secure: parsed.secure, httpOnly: parsed.httpOnly, expires: expires,
+                    name: parsed.name, value: parsed.value))
         }
         state.withLock { state in
             for cookie in received {
@@ -110,12 +112,15 @@ final class CookieStore: Sendable {
         var text = "# Netscape HTTP Cookie File\n# Written by haul.\n\n"
         for cookie in cookies {
             let domain = (cookie.httpOnly ? "#HttpOnly_" : "") + (cookie.includesSubdomains ? "." : "") + cookie.domain
-            text += [domain, cookie.includesSubdomains ? "TRUE" : "FALSE", cookie.path, cookie.secure ? "TRUE" : "FALSE",
-                     String(cookie.expires ?? 0), cookie.name, cookie.value].joined(separator: "\t") + "\n"
+            text +=
+                [
+                    domain, cookie.includesSubdomains ? "TRUE" : "FALSE", cookie.path, cookie.secure ? "TRUE" : "FALSE",
+                    String(cookie.expires ?? 0), cookie.name, cookie.value,
+                ].joined(separator: "\t") + "\n"
         }
         let temporary = path + ".haul-tmp"
         guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]),
-              rename(temporary, path) == 0
+            rename(temporary, path) == 0
         else {
             let code = errno
             unlink(temporary)
@@ -143,10 +148,12 @@ final class CookieStore: Sendable {
             let dotted = domain.hasPrefix(".")
             if dotted { domain.removeFirst() }
             guard !domain.isEmpty else { continue }
-            cookies.append(Cookie(domain: domain, includesSubdomains: fields[1].uppercased() == "TRUE" || dotted,
-                                  path: fields[2].isEmpty ? "/" : String(fields[2]), secure: fields[3].uppercased() == "TRUE",
-                                  httpOnly: httpOnly, expires: Int64(fields[4]).flatMap { $0 == 0 ? nil : $0 },
-                                  name: String(fields[5]), value: fields[6...].joined(separator: "\t")))
+            cookies.append(
+                Cookie(
+                    domain: domain, includesSubdomains: fields[1].uppercased() == "TRUE" || dotted,
+                    path: fields[2].isEmpty ? "/" : String(fields[2]), secure: fields[3].uppercased() == "TRUE",
+                    httpOnly: httpOnly, expires: Int64(fields[4]).flatMap { $0 == 0 ? nil : $0 },
+                    name: String(fields[5]), value: fields[6...].joined(separator: "\t")))
         }
         return cookies
     }

@@ -32,8 +32,9 @@ final class HTTPClients: Sendable {
     init(stallTimeout: Duration, rateLimit: Int64?, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.stallTimeout = stallTimeout
         self.rateLimit = rateLimit
-        plain = PlainHTTPClient(group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
-                                allocator: HTTPTransport.receiveAllocator(rateLimit: rateLimit))
+        plain = PlainHTTPClient(
+            group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
+            allocator: HTTPTransport.receiveAllocator(rateLimit: rateLimit))
         if let file = environment["SSL_CERT_FILE"], !file.isEmpty {
             systemTrust = .file(file)
         } else if let folder = environment["SSL_CERT_DIR"], !folder.isEmpty {
@@ -85,7 +86,8 @@ final class HTTPClients: Sendable {
             do {
                 _ = try NIOSSLContext(configuration: configuration)
             } catch {
-                throw .invalidRequest("the client certificate \(certificate) and the private key \(key) do not belong together; give the key of that certificate")
+                throw .invalidRequest(
+                    "the client certificate \(certificate) and the private key \(key) do not belong together; give the key of that certificate")
             }
         }
         let built = configuration

@@ -46,8 +46,8 @@ enum HTTPDate {
     // `Sun,` `06` `Nov` `1994` `08:49:37` `GMT`
     private static func imfFixdate(_ t: [Substring]) -> CivilTime? {
         guard t[0].last == ",", isDayName(t[0].dropLast()), t[5] == "GMT",
-              let day = number(t[1], digits: 1...2), let month = month(t[2]),
-              let year = number(t[3], digits: 4...4)
+            let day = number(t[1], digits: 1...2), let month = month(t[2]),
+            let year = number(t[3], digits: 4...4)
         else { return nil }
         return CivilTime(year: year, month: month, day: day, time: t[4])
     }
@@ -56,8 +56,8 @@ enum HTTPDate {
     private static func rfc850Date(_ t: [Substring], currentYear: Int) -> CivilTime? {
         let date = t[1].split(separator: "-", omittingEmptySubsequences: false)
         guard t[0].last == ",", isDayName(t[0].dropLast()), t[3] == "GMT", date.count == 3,
-              let day = number(date[0], digits: 1...2), let month = month(date[1]),
-              let yy = number(date[2], digits: 2...2)
+            let day = number(date[0], digits: 1...2), let month = month(date[1]),
+            let yy = number(date[2], digits: 2...2)
         else { return nil }
         // §5.6.7: a two-digit year that looks more than 50 years ahead is the most
         // recent past year with those digits.
@@ -69,7 +69,7 @@ enum HTTPDate {
     // `Sun` `Nov` `6` `08:49:37` `1994` (the day is space-padded, and the split ate the pad)
     private static func asctimeDate(_ t: [Substring]) -> CivilTime? {
         guard isDayName(t[0]), let month = month(t[1]), let day = number(t[2], digits: 1...2),
-              let year = number(t[4], digits: 4...4)
+            let year = number(t[4], digits: 4...4)
         else { return nil }
         return CivilTime(year: year, month: month, day: day, time: t[3])
     }

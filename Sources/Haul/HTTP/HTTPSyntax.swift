@@ -8,7 +8,7 @@ enum HTTPSyntax {
     /// `s` without leading and trailing OWS.
     static func trimmingOWS(_ s: Substring) -> Substring {
         guard let start = s.firstIndex(where: { !isOWS($0) }),
-              let end = s.lastIndex(where: { !isOWS($0) })
+            let end = s.lastIndex(where: { !isOWS($0) })
         else { return s[s.endIndex...] }
         return s[start...end]
     }

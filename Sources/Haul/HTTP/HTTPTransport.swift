@@ -29,8 +29,10 @@ struct HTTPTransport: Sendable {
     /// the download is segmented.
     var separateConnections = false
 
-    static func makeClient(stallTimeout: Duration, rateLimit: Int64? = nil,
-                           route: HTTPClients.Route = .init(connectTimeout: .seconds(15))) -> HTTPClient {
+    static func makeClient(
+        stallTimeout: Duration, rateLimit: Int64? = nil,
+        route: HTTPClients.Route = .init(connectTimeout: .seconds(15))
+    ) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: TimeAmount(route.connectTimeout), read: TimeAmount(stallTimeout)))
@@ -115,7 +117,8 @@ struct HTTPTransport: Sendable {
             }
             var response = try await execute(request, url: current, stallTimeout: stallTimeout)
             if response.status == .proxyAuthenticationRequired,
-               let proxy = try network.proxy.server(scheme: current.scheme, host: current.host) {
+                let proxy = try network.proxy.server(scheme: current.scheme, host: current.host)
+            {
                 await Self.discard(response.body)
                 throw Self.wantsCredentials(proxy)
             }
@@ -127,8 +130,9 @@ struct HTTPTransport: Sendable {
                 if let body, String(buffer: body).contains("SSL certificate") {
                     throw TLSFailure(reason: .clientCertificateRefused).error(host: current.host)
                 }
-                response = HTTPClientResponse(version: response.version, status: response.status, headers: response.headers,
-                                              body: .bytes(body ?? ByteBuffer()))
+                response = HTTPClientResponse(
+                    version: response.version, status: response.status, headers: response.headers,
+                    body: .bytes(body ?? ByteBuffer()))
             }
             cookies.receive(response.headers["set-cookie"], from: current)
             let status = Int(response.status.code)
@@ -141,8 +145,8 @@ struct HTTPTransport: Sendable {
                 throw .redirect("too many redirects (more than \(network.maxRedirects))")
             }
             guard let absolute = URL(string: location, relativeTo: URL(string: target))?.absoluteURL,
-                  var components = URLComponents(url: absolute, resolvingAgainstBaseURL: true),
-                  let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https", components.host != nil
+                var components = URLComponents(url: absolute, resolvingAgainstBaseURL: true),
+                let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https", components.host != nil
             else {
                 throw .redirect("redirected to \(URLRedaction.redact(location)), which is not an http(s) URL")
             }
@@ -186,8 +190,10 @@ struct HTTPTransport: Sendable {
                     request.method, host: url.bareHost, port: url.effectivePort,
                     target: url.target, headers: request.headers, connectTimeout: network.connectTimeout)
             }
-            let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout,
-                                                   http2: network.http2 && !separateConnections))
+            let client = clients.client(
+                for: .init(
+                    proxy: proxy, connectTimeout: network.connectTimeout,
+                    http2: network.http2 && !separateConnections))
             return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {
             if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil {
@@ -227,15 +233,18 @@ struct HTTPTransport: Sendable {
 
     /// A proxy's 407: the credentials are missing or refused. Not retried.
     static func wantsCredentials(_ proxy: ProxyServer) -> DownloadError {
-        let message = proxy.user == nil
+        let message =
+            proxy.user == nil
             ? "the proxy \(proxy.host):\(proxy.port) wants credentials: give them in the proxy URL or with --proxy-user and --proxy-passwd"
             : "the proxy \(proxy.host):\(proxy.port) refused its credentials (\(proxy.user ?? ""))"
         return DownloadError(kind: .network, message: message)
     }
 
     /// Turns transport errors into one line a person can act on.
-    static func map(_ error: any Error, stallTimeout: Duration, host: String = "", port: Int = 0, proxy: ProxyServer? = nil,
-                    network: NetworkOptions = NetworkOptions()) -> DownloadError {
+    static func map(
+        _ error: any Error, stallTimeout: Duration, host: String = "", port: Int = 0, proxy: ProxyServer? = nil,
+        network: NetworkOptions = NetworkOptions()
+    ) -> DownloadError {
         if let error = error as? DownloadError { return error }
         if error is CancellationError { return .cancelled }
         let through = proxy.map { " through the proxy \($0.host):\($0.port)" } ?? ""
@@ -244,8 +253,9 @@ struct HTTPTransport: Sendable {
             switch error {
             case .readTimeout: return .stalled(after: stallTimeout)
             case .connectTimeout:
-                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)",
-                                reason: .connectTimeout)
+                return .network(
+                    "cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)",
+                    reason: .connectTimeout)
             case .invalidURL, .emptyHost, .emptyScheme:
                 return .invalidRequest("unsupported or malformed URL")
             case .remoteConnectionClosed: return .network("the server closed the connection")
@@ -267,8 +277,9 @@ struct HTTPTransport: Sendable {
         if let error = error as? ChannelError {
             switch error {
             case .connectTimeout:
-                return .network("cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)",
-                                reason: .connectTimeout)
+                return .network(
+                    "cannot connect to \(host)\(through): no answer within \(network.connectTimeout.formattedSeconds) (--connect-timeout)",
+                    reason: .connectTimeout)
             case .eof, .ioOnClosedChannel, .alreadyClosed, .outputClosed:
                 return .network("the server closed the connection")
             default:

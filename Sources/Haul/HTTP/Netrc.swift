@@ -40,7 +40,9 @@ struct Netrc: Sendable {
         var current: (host: String?, isDefault: Bool, login: String, password: String)?
         func finish() {
             guard let entry = current else { return }
-            if entry.isDefault { fallback = (entry.login, entry.password) } else if let host = entry.host, machines[host] == nil {
+            if entry.isDefault {
+                fallback = (entry.login, entry.password)
+            } else if let host = entry.host, machines[host] == nil {
                 machines[host] = (entry.login, entry.password)
             }
         }

@@ -47,8 +47,10 @@ final class PlainHTTPClient: Sendable {
     /// A kept-alive connection the server closed meanwhile fails before any byte of an answer;
     /// the request then goes again on another, as browsers and curl do for requests without a
     /// body.
-    func execute(_ method: HTTPMethod, host: String, port: Int, target: String, headers: HTTPHeaders,
-                 connectTimeout: Duration) async throws -> HTTPClientResponse {
+    func execute(
+        _ method: HTTPMethod, host: String, port: Int, target: String, headers: HTTPHeaders,
+        connectTimeout: Duration
+    ) async throws -> HTTPClientResponse {
         let key = Key(host: host, port: port)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
         if !head.headers.contains(name: "Host") { head.headers.add(name: "Host", value: Self.hostHeader(host: host, port: port)) }
@@ -64,8 +66,9 @@ final class PlainHTTPClient: Sendable {
             connection.send(head, for: exchange)
             do {
                 let answer = try await exchange.head()
-                return HTTPClientResponse(version: answer.version, status: answer.status, headers: answer.headers,
-                                          body: .stream(PlainHTTPBody(exchange)))
+                return HTTPClientResponse(
+                    version: answer.version, status: answer.status, headers: answer.headers,
+                    body: .stream(PlainHTTPBody(exchange)))
             } catch {
                 let stale = pooled != nil && !exchange.answered && !(error is CancellationError) && !(error is DownloadError)
                 if !stale { throw error }
@@ -103,7 +106,8 @@ final class PlainHTTPClient: Sendable {
     private func release(_ connection: PlainHTTPConnection) {
         let kept = pool.withLock { pool in
             guard !pool.closed, pool.live[ObjectIdentifier(connection)] != nil,
-                  pool.idle[connection.key, default: []].count < Self.idleLimit else { return false }
+                pool.idle[connection.key, default: []].count < Self.idleLimit
+            else { return false }
             pool.idle[connection.key, default: []].append(connection)
             return true
         }
@@ -130,8 +134,9 @@ final class PlainHTTPClient: Sendable {
             .channelOption(ChannelOptions.recvAllocator, value: allocator)
             .connect(host: key.host, port: key.port)
             .flatMapThrowing { channel in
-                let handler = PlainHTTPHandler(stallTimeout: stallTimeout, idleTimeout: Self.idleTimeout,
-                                               release: release, forget: forget)
+                let handler = PlainHTTPHandler(
+                    stallTimeout: stallTimeout, idleTimeout: Self.idleTimeout,
+                    release: release, forget: forget)
                 let connection = PlainHTTPConnection(channel: channel, key: key, handler: handler)
                 handler.connection = connection
                 try channel.pipeline.syncOperations.addHTTPClientHandlers()
@@ -153,8 +158,10 @@ final class PlainHTTPClient: Sendable {
 
     /// Waits for `future` unless the task is cancelled first; what it brings after that goes
     /// to `discard`.
-    private static func cancellably<Value: Sendable>(_ future: EventLoopFuture<Value>,
-                                                     discard: @escaping @Sendable (Value) -> Void) async throws -> Value {
+    private static func cancellably<Value: Sendable>(
+        _ future: EventLoopFuture<Value>,
+        discard: @escaping @Sendable (Value) -> Void
+    ) async throws -> Value {
         let waiter = OnceContinuation<Value>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

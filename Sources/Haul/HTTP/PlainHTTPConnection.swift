@@ -64,9 +64,11 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var lastActivity = NIODeadline.now()
     private var watchdog: RepeatedTask?
 
-    init(stallTimeout: Duration, idleTimeout: TimeAmount,
-         release: @escaping @Sendable (PlainHTTPConnection) -> Void,
-         forget: @escaping @Sendable (PlainHTTPConnection) -> Void) {
+    init(
+        stallTimeout: Duration, idleTimeout: TimeAmount,
+        release: @escaping @Sendable (PlainHTTPConnection) -> Void,
+        forget: @escaping @Sendable (PlainHTTPConnection) -> Void
+    ) {
         self.stallTimeout = stallTimeout
         self.idleTimeout = idleTimeout
         self.release = release

@@ -38,7 +38,7 @@ enum RFC8187 {
             switch byte {
             case UInt8(ascii: "%"):
                 guard let high = iterator.next().flatMap(hexValue),
-                      let low = iterator.next().flatMap(hexValue)
+                    let low = iterator.next().flatMap(hexValue)
                 else { return nil }
                 bytes.append(high << 4 | low)
             case 0x21...0x7E:

@@ -70,8 +70,10 @@ struct ResponseHead: Sendable {
                 while first < last, isBlank(bytes[first]) { first += 1 }
                 while last > first, isBlank(bytes[last - 1]) { last -= 1 }
                 if last - first == wanted.count,
-                   zip(bytes[first..<last], wanted).allSatisfy({ byte, low in
-                       (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == low : byte == low }) {
+                    zip(bytes[first..<last], wanted).allSatisfy({ byte, low in
+                        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == low : byte == low
+                    })
+                {
                     return true
                 }
                 start = end + 1

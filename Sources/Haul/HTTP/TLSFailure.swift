@@ -36,7 +36,8 @@ struct TLSFailure: Sendable {
             if text.contains("CERTIFICATE_VERIFY_FAILED") {
                 reason = .untrusted(detail: nil)
             } else if text.contains("CERTIFICATE_REQUIRED") || text.contains("ALERT_BAD_CERTIFICATE")
-                || text.contains("ALERT_HANDSHAKE_FAILURE") && text.contains("certificate") {
+                || text.contains("ALERT_HANDSHAKE_FAILURE") && text.contains("certificate")
+            {
                 reason = .clientCertificateRefused
             } else if text.contains("WRONG_VERSION_NUMBER") || text.contains("UNKNOWN_PROTOCOL") || text.contains("HTTP_REQUEST") {
                 reason = .notTLS
@@ -61,15 +62,19 @@ struct TLSFailure: Sendable {
         switch reason {
         case .untrusted(let detail?) where detail.hasPrefix("it expired") || detail.hasPrefix("it is not valid before"):
             // No CA makes a certificate valid again.
-            message = "the TLS certificate of \(host) is not trusted: \(detail); the server must renew it, "
+            message =
+                "the TLS certificate of \(host) is not trusted: \(detail); the server must renew it, "
                 + "or skip the check with --check-certificate=false"
         case .untrusted(let detail):
-            let advice = ca.map { "its CA is not the one in \($0): give the CA that issued it with --ca-certificate FILE" }
+            let advice =
+                ca.map { "its CA is not the one in \($0): give the CA that issued it with --ca-certificate FILE" }
                 ?? "trust its CA with --ca-certificate FILE"
-            message = "the TLS certificate of \(host) is not trusted\(detail.map { ": \($0)" } ?? " (expired, or from an unknown issuer)"); "
+            message =
+                "the TLS certificate of \(host) is not trusted\(detail.map { ": \($0)" } ?? " (expired, or from an unknown issuer)"); "
                 + advice + ", or skip the check with --check-certificate=false"
         case .wrongName:
-            message = "the TLS certificate of \(host) is for another name; use the name the certificate is for, "
+            message =
+                "the TLS certificate of \(host) is for another name; use the name the certificate is for, "
                 + "or skip the check with --check-certificate=false"
         case .clientCertificateRefused:
             message = "\(host) wants a client certificate it accepts; give one with --certificate FILE --private-key FILE"

@@ -19,10 +19,11 @@ final class AttemptHandle: Sendable {
     static func start(_ body: @escaping @Sendable (AttemptHandle) async -> Void) -> AttemptHandle {
         let handle = AttemptHandle()
         MultiThreadedEventLoopGroup.singleton.next().execute {
-            handle.set(Task {
-                await body(handle)
-                handle.finish()
-            })
+            handle.set(
+                Task {
+                    await body(handle)
+                    handle.finish()
+                })
         }
         return handle
     }

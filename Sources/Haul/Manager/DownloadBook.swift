@@ -89,8 +89,10 @@ struct DownloadBook {
         return effects
     }
 
-    private mutating func transition(_ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action],
-                                     into effects: inout [Effect]) {
+    private mutating func transition(
+        _ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action],
+        into effects: inout [Effect]
+    ) {
         var failed = apply(id, event, into: &effects)
         while let (dependency, reason) = failed.popLast() {
             for dependent in index.dependentsOf(dependency) where entries[dependent]?.lifecycle.isQueued == true {
@@ -110,8 +112,10 @@ struct DownloadBook {
     ///
     /// The entry is changed where it is: a copy of it costs the retains of all its references,
     /// and this runs several times for every download.
-    private mutating func apply(_ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action],
-                                into effects: inout [Effect]) -> [(ID, String)] {
+    private mutating func apply(
+        _ id: ID, _ event: (inout DownloadLifecycle) -> [DownloadLifecycle.Action],
+        into effects: inout [Effect]
+    ) -> [(ID, String)] {
         guard let before = entries[id]?.lifecycle, let oldKey = entries[id]?.key else { return [] }
         let actions = event(&entries[id]!.lifecycle)
         let after = entries[id]!.lifecycle
@@ -178,8 +182,11 @@ struct DownloadBook {
                 effects.append(.persist(id, patch))
             case .announce(let announcement):
                 if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = ProcessTime.now }
-                effects.append(.announce(Self.event(announcement, id: id, lifecycle: entries[id]?.lifecycle ?? gone?.lifecycle,
-                                                    filePath: entries[id]?.filePath ?? gone?.filePath)))
+                effects.append(
+                    .announce(
+                        Self.event(
+                            announcement, id: id, lifecycle: entries[id]?.lifecycle ?? gone?.lifecycle,
+                            filePath: entries[id]?.filePath ?? gone?.filePath)))
             case .discardPartial:
                 effects.append(.discardPartial(id, path: entries[id]?.filePath ?? gone?.filePath))
             case .forget:
@@ -203,8 +210,10 @@ struct DownloadBook {
         }
     }
 
-    static func event(_ announcement: DownloadLifecycle.Announcement, id: ID, lifecycle: DownloadLifecycle?,
-                      filePath: String?) -> DownloadManager.Event {
+    static func event(
+        _ announcement: DownloadLifecycle.Announcement, id: ID, lifecycle: DownloadLifecycle?,
+        filePath: String?
+    ) -> DownloadManager.Event {
         switch announcement {
         case .added: .added(id)
         case .started: .started(id)

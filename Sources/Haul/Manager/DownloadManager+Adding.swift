@@ -21,8 +21,10 @@ extension DownloadManager {
     ///   request, an unknown dependency or a destination taken by another URL;
     ///   ``DownloadError/Kind/io`` when the store fails.
     @discardableResult
-    public func add(_ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
-                    replacing: Bool = false, paused: Bool = false) async throws(DownloadError) -> ID {
+    public func add(
+        _ request: DownloadRequest, priority: Int = 0, after dependencies: [ID] = [],
+        replacing: Bool = false, paused: Bool = false
+    ) async throws(DownloadError) -> ID {
         for dependency in dependencies where !book.entries.contains(dependency) {
             throw .invalidRequest("unknown download \(dependency) to depend on")
         }
@@ -36,9 +38,11 @@ extension DownloadManager {
     /// - Parameter requeueExisting: a download that was already there is also queued again:
     ///   a paused or failed one resumes, a completed one is checked against the server (one
     ///   conditional request) — what running `haul get` again does.
-    public func add(contentsOf requests: [DownloadRequest], priority: Int = 0, after dependencies: [ID] = [],
-                    replacing: Bool = false, paused: Bool = false,
-                    requeueExisting: Bool = false) async throws(DownloadError) -> [Result<ID, DownloadError>] {
+    public func add(
+        contentsOf requests: [DownloadRequest], priority: Int = 0, after dependencies: [ID] = [],
+        replacing: Bool = false, paused: Bool = false,
+        requeueExisting: Bool = false
+    ) async throws(DownloadError) -> [Result<ID, DownloadError>] {
         guard !isShutDown else { throw .invalidRequest("the download manager has shut down") }
         if let storeFailure { throw storeFailure }
         let requests = requests.map(\.absolutized)
@@ -49,8 +53,9 @@ extension DownloadManager {
         for request in requests {
             do throws(DownloadError) {
                 try request.validate()
-                let id = try await addOne(request, priority: priority, dependencies: dependencies, replacing: replacing,
-                                          paused: paused, requeueExisting: requeueExisting)
+                let id = try await addOne(
+                    request, priority: priority, dependencies: dependencies, replacing: replacing,
+                    paused: paused, requeueExisting: requeueExisting)
                 results.append(.success(id))
             } catch {
                 results.append(.failure(error))
@@ -66,8 +71,10 @@ extension DownloadManager {
     /// Rows waiting for the store beyond which adding waits (each costs ~0.8 KB until written).
     static let pendingRowsLimit = 10_000
 
-    private func addOne(_ request: DownloadRequest, priority: Int, dependencies: [ID], replacing: Bool, paused: Bool,
-                        requeueExisting: Bool) async throws(DownloadError) -> ID {
+    private func addOne(
+        _ request: DownloadRequest, priority: Int, dependencies: [ID], replacing: Bool, paused: Bool,
+        requeueExisting: Bool
+    ) async throws(DownloadError) -> ID {
         if let existing = book.find(RequestIndex.Key(request)) {
             if requeueExisting {
                 // Asked for again with today's options: a finished download kept none of its
@@ -87,7 +94,9 @@ extension DownloadManager {
         }
         if case .file(let path) = request.destination, let other = book.byFile[path] {
             guard replacing, let taken = book.entries[other] else {
-                throw .invalidRequest("\(path) is already the destination of download \(other) (\(book.entries[other]?.request.url ?? "")); remove it first or add with replacing")
+                throw .invalidRequest(
+                    "\(path) is already the destination of download \(other) (\(book.entries[other]?.request.url ?? "")); remove it first or add with replacing"
+                )
             }
             _ = taken
             await remove(other)
@@ -96,8 +105,9 @@ extension DownloadManager {
         let position = book.nextPosition
         book.nextPosition += Self.positionStep
         let (lifecycle, actions) = DownloadLifecycle.added(paused: paused)
-        var entry = Entry(lifecycle: lifecycle, request: request, priority: priority, position: position,
-                          host: HostConnections.host(of: request.url), dependencies: dependencies, id: id)
+        var entry = Entry(
+            lifecycle: lifecycle, request: request, priority: priority, position: position,
+            host: HostConnections.host(of: request.url), dependencies: dependencies, id: id)
         var row = DownloadRow(id: id, queue: queue, request: request)
         row.priority = priority
         row.position = position
@@ -159,8 +169,11 @@ extension DownloadManager {
         for row in try await store.rows(queue: queue) where !book.entries.contains(row.id) {
             book.insert(restoredEntry(row))
             if [.queued, .paused, .running].contains(row.status), !row.ranges.isEmpty {
-                board.update(row.id, DownloadProgress(destination: row.path, bytesDone: row.ranges.byteCount,
-                                                      totalBytes: row.totalLength, bytesPerSecond: 0))
+                board.update(
+                    row.id,
+                    DownloadProgress(
+                        destination: row.path, bytesDone: row.ranges.byteCount,
+                        totalBytes: row.totalLength, bytesPerSecond: 0))
             }
         }
         // Dependencies once everyone is in.
@@ -178,13 +191,16 @@ extension DownloadManager {
     }
 
     func restoredEntry(_ row: DownloadRow) -> Entry {
-        let result = row.status == .completed
-            ? DownloadResult(path: row.path ?? row.request.destination.path, bytes: row.resultBytes ?? 0, bytesFetched: 0,
-                             wasAlreadyComplete: true)
+        let result =
+            row.status == .completed
+            ? DownloadResult(
+                path: row.path ?? row.request.destination.path, bytes: row.resultBytes ?? 0, bytesFetched: 0,
+                wasAlreadyComplete: true)
             : nil
-        var entry = Entry(lifecycle: DownloadLifecycle(restoring: row.status, result: result, error: row.error),
-                          request: row.request, priority: row.priority, position: row.position,
-                          host: HostConnections.host(of: row.url), path: row.path, dependencies: row.dependencies, id: row.id)
+        var entry = Entry(
+            lifecycle: DownloadLifecycle(restoring: row.status, result: result, error: row.error),
+            request: row.request, priority: row.priority, position: row.position,
+            host: HostConnections.host(of: row.url), path: row.path, dependencies: row.dependencies, id: row.id)
         entry.finishOrder = row.finishOrder
         if entry.lifecycle.isFinished, entry.finishOrder == nil {
             book.nextFinishOrder += 1
@@ -196,7 +212,8 @@ extension DownloadManager {
     /// A completed download whose file is gone is queued again.
     func requeueIfFileGone(_ id: ID) {
         guard let entry = book.entries[id], let result = entry.lifecycle.result,
-              DestinationResolver.regularFileSize(result.path) == nil else { return }
+            DestinationResolver.regularFileSize(result.path) == nil
+        else { return }
         transition(id) { $0.requeue() }
     }
 }

@@ -132,8 +132,10 @@ extension DownloadManager {
         let low = target > 0 ? remaining(target - 1) : nil
         let high = target < waiting.count - 1 ? remaining(target) : nil
         let position: Int64
-        switch (low.flatMap { $0.priority == entry.priority ? $0.position : nil },
-                high.flatMap { $0.priority == entry.priority ? $0.position : nil }) {
+        switch (
+            low.flatMap { $0.priority == entry.priority ? $0.position : nil },
+            high.flatMap { $0.priority == entry.priority ? $0.position : nil }
+        ) {
         case let (low?, high?):
             guard high - low > 1 else {
                 // No room between them: spread the waiting list out again (rare: every

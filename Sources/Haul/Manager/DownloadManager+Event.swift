@@ -19,7 +19,7 @@ extension DownloadManager {
         public var id: ID {
             switch self {
             case .added(let id), .started(let id), .progress(let id, _), .paused(let id),
-                 .completed(let id, _), .failed(let id, _), .removed(let id):
+                .completed(let id, _), .failed(let id, _), .removed(let id):
                 id
             }
         }

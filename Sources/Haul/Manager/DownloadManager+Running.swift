@@ -82,8 +82,9 @@ extension DownloadManager {
             await self?.transferred(id, attempt: attempt)
         }
         let limiter = downloader.limiter(request.rateLimit)
-        let runner = downloader.runner(request, id: id, revalidate: revalidate, lease: HostLease(connections: hosts, host: entry.host),
-                                       validated: true, limiter: limiter, events: runEvents)
+        let runner = downloader.runner(
+            request, id: id, revalidate: revalidate, lease: HostLease(connections: hosts, host: entry.host),
+            validated: true, limiter: limiter, events: runEvents)
         let standIn = attemptRunner
         let (events, asked) = (runEvents, request)
         let task = AttemptHandle.start { [weak self] _ in

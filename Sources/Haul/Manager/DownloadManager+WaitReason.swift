@@ -27,7 +27,8 @@ extension DownloadManager {
         default: return nil
         }
         if entry.unmet > 0,
-           let dependency = entry.dependencies.first(where: { book.entries[$0]?.lifecycle.status != .completed }) {
+            let dependency = entry.dependencies.first(where: { book.entries[$0]?.lifecycle.status != .completed })
+        {
             return .dependency(dependency)
         }
         if book.index.blocked[entry.host]?.contains(entry.key) == true {

@@ -125,7 +125,6 @@ public actor DownloadManager {
     /// How far apart new downloads' positions are, so a move can land between two of them.
     static let positionStep: Int64 = 1 << 20
 
-
     /// A manager whose downloads run on `downloader` and live in its store.
     public init(downloader: Downloader, configuration: Configuration = Configuration()) {
         self.downloader = downloader

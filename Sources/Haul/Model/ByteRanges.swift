@@ -47,10 +47,11 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// This set limited to `0..<limit`.
     public func clamped(to limit: Int64) -> ByteRanges {
-        ByteRanges(ranges.compactMap { range in
-            let upper = min(range.upperBound, limit)
-            return upper > range.lowerBound ? range.lowerBound..<upper : nil
-        })
+        ByteRanges(
+            ranges.compactMap { range in
+                let upper = min(range.upperBound, limit)
+                return upper > range.lowerBound ? range.lowerBound..<upper : nil
+            })
     }
 
     /// `"0-1048576,2097152-3145728"`: half-open ranges, the form kept in the store.
@@ -65,7 +66,8 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
         for part in text.split(separator: ",") {
             let bounds = part.split(separator: "-", omittingEmptySubsequences: false)
             guard bounds.count == 2, let lower = Int64(bounds[0]), let upper = Int64(bounds[1]),
-                  lower >= 0, upper >= lower else { return nil }
+                lower >= 0, upper >= lower
+            else { return nil }
             insert(lower..<upper)
         }
     }

@@ -84,12 +84,13 @@ struct StreamingDigest {
     }
 
     func finalizeHex() -> String {
-        let bytes: [UInt8] = switch state {
-        case .md5(let h): Array(h.finalize())
-        case .sha1(let h): Array(h.finalize())
-        case .sha256(let h): Array(h.finalize())
-        case .sha512(let h): Array(h.finalize())
-        }
+        let bytes: [UInt8] =
+            switch state {
+            case .md5(let h): Array(h.finalize())
+            case .sha1(let h): Array(h.finalize())
+            case .sha256(let h): Array(h.finalize())
+            case .sha512(let h): Array(h.finalize())
+            }
         return bytes.map { String(format: "%02x", $0) }.joined()
     }
 }

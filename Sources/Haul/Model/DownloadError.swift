@@ -76,8 +76,10 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
     /// The server's Retry-After, when it sent one.
     public let retryAfter: Duration?
 
-    init(kind: Kind, message: String, url: String? = nil, status: Int? = nil,
-         isRetryable: Bool = false, retryAfter: Duration? = nil, reason: Reason? = nil) {
+    init(
+        kind: Kind, message: String, url: String? = nil, status: Int? = nil,
+        isRetryable: Bool = false, retryAfter: Duration? = nil, reason: Reason? = nil
+    ) {
         self.kind = kind
         self.reason = reason
         self.message = message
@@ -141,11 +143,12 @@ extension DownloadError {
 
     /// A local file operation failed; `errno` explains why.
     static func io(_ action: String, path: String, errno code: Int32) -> DownloadError {
-        let reason: Reason? = switch code {
-        case ENOSPC, EDQUOT: .diskFull
-        case EROFS: .readOnly
-        default: nil
-        }
+        let reason: Reason? =
+            switch code {
+            case ENOSPC, EDQUOT: .diskFull
+            case EROFS: .readOnly
+            default: nil
+            }
         return DownloadError(kind: .io, message: "cannot \(action) \(path): \(String(cString: strerror(code)))", reason: reason)
     }
 

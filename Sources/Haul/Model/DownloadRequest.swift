@@ -41,8 +41,9 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
             guard let colon = line.firstIndex(of: ":") else {
                 throw .invalidRequest("bad header \"\(line)\": expected 'Name: value'")
             }
-            self.init(name: line[..<colon].trimmingCharacters(in: .whitespaces),
-                      value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            self.init(
+                name: line[..<colon].trimmingCharacters(in: .whitespaces),
+                value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
             try validate()
         }
 
@@ -166,9 +167,11 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
         let proxy = network.proxy
         // Asked of every download that completes: most carry nothing, and are not copied.
-        guard network.password != nil || proxy.password != nil
-            || [proxy.all, proxy.http, proxy.https].contains(where: { $0?.contains("@") == true })
-            || headers.contains(where: { secretHeaders.contains($0.name.lowercased()) }) else { return nil }
+        guard
+            network.password != nil || proxy.password != nil
+                || [proxy.all, proxy.http, proxy.https].contains(where: { $0?.contains("@") == true })
+                || headers.contains(where: { secretHeaders.contains($0.name.lowercased()) })
+        else { return nil }
         var plain = self
         plain.network.password = nil
         plain.network.proxy.password = nil

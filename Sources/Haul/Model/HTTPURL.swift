@@ -62,7 +62,8 @@ struct HTTPURL: Sendable, Equatable {
             var i = 0
             while i < count, isSchemeByte(bytes[i]) { i += 1 }
             guard i > 0, i + 2 < count, bytes[i] == UInt8(ascii: ":"), bytes[i + 1] == UInt8(ascii: "/"),
-                  bytes[i + 2] == UInt8(ascii: "/") else { return nil }
+                bytes[i + 2] == UInt8(ascii: "/")
+            else { return nil }
             let schemeEnd = i
             i += 3
             let hostStart = i
@@ -111,9 +112,10 @@ struct HTTPURL: Sendable, Equatable {
             }
             let pathEnd = queryStart.map { $0 - 1 } ?? fragmentStart ?? count
             func text(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
-            return HTTPURL(scheme: text(0..<schemeEnd).lowercased(), host: text(hostStart..<hostEnd), port: port,
-                           path: text(pathStart..<pathEnd),
-                           query: queryStart.map { text($0..<(fragmentStart ?? count)) })
+            return HTTPURL(
+                scheme: text(0..<schemeEnd).lowercased(), host: text(hostStart..<hostEnd), port: port,
+                path: text(pathStart..<pathEnd),
+                query: queryStart.map { text($0..<(fragmentStart ?? count)) })
         }
     }
 

@@ -30,7 +30,8 @@ public enum URLRedaction {
     private static func userinfoRange(_ url: String) -> Range<String.Index>? {
         // Most URLs have no "@" at all: one scan of the bytes, no Foundation search.
         guard url.utf8.contains(UInt8(ascii: "@")), let authority = URLParts.authority(of: url),
-              let at = url[authority].lastIndex(of: "@") else { return nil }
+            let at = url[authority].lastIndex(of: "@")
+        else { return nil }
         return authority.lowerBound..<url.index(after: at)
     }
 }

@@ -38,7 +38,8 @@ final class DownloadFolder: Sendable {
         defer { if opened != rootDescriptor { close(rootDescriptor) } }
         var code = errno
         if opened < 0, code == EXDEV, let real = Self.realPath(folder), let realRoot = Self.realPath(root),
-           let inside = Self.relative(real, to: realRoot) {
+            let inside = Self.relative(real, to: realRoot)
+        {
             // A link by absolute path to a folder that is inside after all (openat2 refuses every
             // absolute link): opened again by its real path, through the same checks.
             opened = Self.openBeneath(rootDescriptor, inside.isEmpty ? "." : inside)

@@ -125,8 +125,9 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     init(row: Row) throws {
         id = DownloadID(stored: row["id"])
         queue = row["queue"]
-        request = try Self.request(options: row["request"], url: row["url"], destinationKind: row["destinationKind"],
-                                   destination: row["destination"])
+        request = try Self.request(
+            options: row["request"], url: row["url"], destinationKind: row["destinationKind"],
+            destination: row["destination"])
         priority = row["priority"]
         position = row["position"]
         dependencies = (row["dependencies"] as String? ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
@@ -147,13 +148,16 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     }
 
     /// The columns a row is written with, in the order of ``storedValues()``.
-    static let storedColumns = ["id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
-                                "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
-                                "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
-                                "createdAt", "updatedAt", "errorReason"]
+    static let storedColumns = [
+        "id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
+        "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
+        "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
+        "createdAt", "updatedAt", "errorReason",
+    ]
 
     /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
-    static let insertOrReplaceSQL = "INSERT OR REPLACE INTO download (" + storedColumns.joined(separator: ", ") + ") VALUES ("
+    static let insertOrReplaceSQL =
+        "INSERT OR REPLACE INTO download (" + storedColumns.joined(separator: ", ") + ") VALUES ("
         + storedColumns.map { _ in "?" }.joined(separator: ", ") + ")"
 
     /// The row's values, in the order of ``storedColumns``.

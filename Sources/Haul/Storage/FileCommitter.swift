@@ -190,7 +190,8 @@ final class FileCommitter: Sendable {
         if haul_link_descriptor(part.descriptor, part.directory, part.relativeName(path)) == 0 { return .placed(at: path) }
         guard errno == EEXIST else { return .failed(.io("create", path: path, errno: errno)) }
         if sameContent(part.descriptor, part.relativeName(path), in: part.directory),
-           let modified = modified(part.relativeName(path), in: part.directory) {
+            let modified = modified(part.relativeName(path), in: part.directory)
+        {
             return .foundInPlace(at: path, modified: modified)
         }
         return nil
@@ -219,7 +220,8 @@ final class FileCommitter: Sendable {
         var mine = stat()
         var theirs = stat()
         guard fstat(descriptor, &mine) == 0, fstat(other, &theirs) == 0, mine.st_size == theirs.st_size,
-              (theirs.st_mode & S_IFMT) == S_IFREG else { return false }
+            (theirs.st_mode & S_IFMT) == S_IFREG
+        else { return false }
         let chunk = 64 << 10
         let buffers = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * chunk, alignment: 16)
         defer { buffers.deallocate() }
@@ -227,8 +229,9 @@ final class FileCommitter: Sendable {
         while offset < mine.st_size {
             let wanted = min(chunk, Int(mine.st_size - offset))
             guard pread(descriptor, buffers.baseAddress!, wanted, offset) == wanted,
-                  pread(other, buffers.baseAddress! + chunk, wanted, offset) == wanted,
-                  memcmp(buffers.baseAddress!, buffers.baseAddress! + chunk, wanted) == 0 else { return false }
+                pread(other, buffers.baseAddress! + chunk, wanted, offset) == wanted,
+                memcmp(buffers.baseAddress!, buffers.baseAddress! + chunk, wanted) == 0
+            else { return false }
             offset += off_t(wanted)
         }
         return true

@@ -119,7 +119,8 @@ extension Store {
             guard let id = DownloadID(job["id"] as String) else { continue }
             let kind: String = job["destinationKind"]
             let destination: String = job["destinationPath"]
-            var request = kind == "file"
+            var request =
+                kind == "file"
                 ? DownloadRequest(url: job["url"], file: destination) : DownloadRequest(url: job["url"], directory: destination)
             // Options that do not read (a checksum among them) are not dropped: the download
             // would go on without them, and could finish unverified.

@@ -15,8 +15,9 @@ extension Store {
         guard !settings.isEmpty else { return }
         try await write { db in
             for (name, value) in settings {
-                try db.execute(sql: "INSERT OR REPLACE INTO setting (queue, name, value) VALUES (?, ?, ?)",
-                               arguments: [queue, name, value])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO setting (queue, name, value) VALUES (?, ?, ?)",
+                    arguments: [queue, name, value])
             }
         }
     }

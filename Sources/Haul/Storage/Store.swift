@@ -15,8 +15,9 @@ final class Store: Sendable {
     /// the database 0600: it may hold credentials.
     init(directory: String) throws(DownloadError) {
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         } catch {
             throw DownloadError.io("cannot create state folder \(directory): \((error as NSError).localizedDescription)")
         }

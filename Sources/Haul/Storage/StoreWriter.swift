@@ -11,7 +11,7 @@ import Synchronization
 struct RowPatch: Sendable {
     enum Column: Int, CaseIterable, Sendable {
         case status, errorKind, lastError, errorReason, finishOrder, path, resultBytes, fileModified, totalLength, etag,
-             lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination
+            lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination
 
         /// The column's name in the `download` table.
         var name: String { Self.names[rawValue] }
@@ -248,7 +248,8 @@ final class StoreWriter: Sendable {
             // end of the window.
             var lingered: Duration = .zero
             while lingered < Self.linger,
-                  state.withLock({ !$0.pending.isEmpty && $0.nextWaiters.isEmpty && $0.pending.count < 1000 }) {
+                state.withLock({ !$0.pending.isEmpty && $0.nextWaiters.isEmpty && $0.pending.count < 1000 })
+            {
                 do { try await Task.sleep(for: Self.lingerStep) } catch { break }
                 lingered += Self.lingerStep
             }

@@ -20,9 +20,12 @@ final class Browser: Sendable {
         self.profile = profile
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--remote-allow-origins=*",
-                             "--user-data-dir=\(profile)", "--window-size=\(windowSize)"] + arguments + ["about:blank"]
+        process.arguments =
+            [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--remote-allow-origins=*",
+                "--user-data-dir=\(profile)", "--window-size=\(windowSize)",
+            ] + arguments + ["about:blank"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -151,9 +154,10 @@ final class Page: Sendable {
     func receive(_ text: String) {
         guard let message = try? JSONValue.parse(Data(text.utf8)) else { return }
         if case .int(let id)? = message["id"] {
-            let outcome: Result<JSONValue, any Error> = message["error"].map {
-                .failure(Failure(description: "DevTools error: \($0)"))
-            } ?? .success(message["result"] ?? .null)
+            let outcome: Result<JSONValue, any Error> =
+                message["error"].map {
+                    .failure(Failure(description: "DevTools error: \($0)"))
+                } ?? .success(message["result"] ?? .null)
             let waiter = state.withLock { state in
                 let waiter = state.waiting.removeValue(forKey: id)
                 if waiter == nil { state.early[id] = outcome }
@@ -234,7 +238,8 @@ extension Page {
 
     /// Types into a text field: focuses it, sets its value and sends `input`, as typing does.
     func type(_ text: String, into selector: String) async throws {
-        let result = try await evaluate("""
+        let result = try await evaluate(
+            """
             (e => { if (!e) return "missing"; e.focus(); e.value = \(Self.literal(text));
               e.dispatchEvent(new Event("input", { bubbles: true })); return "typed"; })(document.querySelector(\(Self.literal(selector))))
             """)
@@ -243,7 +248,8 @@ extension Page {
 
     /// Chooses `value` in a select element and sends `change`.
     func choose(_ value: String, in selector: String) async throws {
-        let result = try await evaluate("""
+        let result = try await evaluate(
+            """
             (e => { if (!e) return "missing"; e.value = \(Self.literal(value));
               e.dispatchEvent(new Event("change", { bubbles: true })); return e.value; })(document.querySelector(\(Self.literal(selector))))
             """)

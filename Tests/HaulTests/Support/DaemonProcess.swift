@@ -15,12 +15,15 @@ struct DaemonProcess {
 
     /// Starts `haul daemon --rpc-listen-port 0 --state-dir STATE ARGUMENTS` in `directory` and
     /// waits until it has written its `daemon.json`.
-    static func start(state stateDirectory: String, in directory: String, _ arguments: [String] = [],
-                      environment: [String: String?] = [:]) async throws -> DaemonProcess {
+    static func start(
+        state stateDirectory: String, in directory: String, _ arguments: [String] = [],
+        environment: [String: String?] = [:]
+    ) async throws -> DaemonProcess {
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         let log = (stateDirectory as NSString).appendingPathComponent("daemon.log")
-        let process = try HaulProcess(["daemon", "--rpc-listen-port", "0", "--state-dir", stateDirectory] + arguments,
-                                      in: directory, stderrFile: log, environment: environment)
+        let process = try HaulProcess(
+            ["daemon", "--rpc-listen-port", "0", "--state-dir", stateDirectory] + arguments,
+            in: directory, stderrFile: log, environment: environment)
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
             if let endpoint = try? DaemonEndpoint.read(stateDirectory: stateDirectory), endpoint.pid == process.process.processIdentifier {
@@ -35,8 +38,10 @@ struct DaemonProcess {
 
     /// Starts a daemon, runs `body` with it, and kills it if `body` throws (a test that fails
     /// halfway leaves no daemon behind). `body` stops it itself to check how it exits.
-    static func with<T>(state stateDirectory: String, in directory: String, _ arguments: [String] = [],
-                        environment: [String: String?] = [:], _ body: (DaemonProcess) async throws -> T) async throws -> T {
+    static func with<T>(
+        state stateDirectory: String, in directory: String, _ arguments: [String] = [],
+        environment: [String: String?] = [:], _ body: (DaemonProcess) async throws -> T
+    ) async throws -> T {
         let daemon = try await start(state: stateDirectory, in: directory, arguments, environment: environment)
         do {
             return try await body(daemon)

@@ -25,7 +25,8 @@ struct Harness {
     }
 
     func request(_ url: String, file name: String? = nil, _ configure: (inout DownloadRequest) -> Void = { _ in }) -> DownloadRequest {
-        var request = name.map { DownloadRequest(url: url, file: directory.file($0)) }
+        var request =
+            name.map { DownloadRequest(url: url, file: directory.file($0)) }
             ?? DownloadRequest(url: url, directory: directory.file("out"))
         request.retryWait = .milliseconds(10)
         configure(&request)
@@ -52,8 +53,10 @@ struct Harness {
 /// Downloads `route` into `f.bin` of `harness`, and writes `theirs` at `f.bin` once the
 /// download's bytes are being written (its destination is settled by then: a file there earlier
 /// would be stepped around instead).
-func downloadWhileAFileAppears(_ route: Route, theirs: [UInt8], in harness: Harness,
-                               _ configure: (inout DownloadRequest) -> Void = { _ in }) async throws -> Result<DownloadResult, DownloadError> {
+func downloadWhileAFileAppears(
+    _ route: Route, theirs: [UInt8], in harness: Harness,
+    _ configure: (inout DownloadRequest) -> Void = { _ in }
+) async throws -> Result<DownloadResult, DownloadError> {
     let server = try await FaultServer.start()
     server.serve("/f.bin", route)
     let downloader = try harness.downloader()

@@ -24,8 +24,10 @@ struct HaulProcess {
 
     /// - Parameter environment: variables set (or, with nil, unset) on top of the test's own,
     ///   from which the proxy variables are taken out.
-    init(_ arguments: [String], in directory: String, stderrFile: String? = nil, stdoutFile: String? = nil,
-         environment: [String: String?] = [:]) throws {
+    init(
+        _ arguments: [String], in directory: String, stderrFile: String? = nil, stdoutFile: String? = nil,
+        environment: [String: String?] = [:]
+    ) throws {
         self.stderrFile = stderrFile
         self.stdoutFile = stdoutFile
         process.executableURL = URL(fileURLWithPath: Self.executable)
@@ -91,8 +93,10 @@ struct HaulProcess {
     }
 
     /// Runs to the end (at most `timeout`) and returns the exit status, stdout and stderr.
-    static func capture(_ arguments: [String], in directory: String, environment: [String: String?] = [:],
-                        timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    static func capture(
+        _ arguments: [String], in directory: String, environment: [String: String?] = [:],
+        timeout: Duration = .seconds(60)
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
         let stdoutFile = (NSTemporaryDirectory() as NSString).appendingPathComponent("haul-stdout-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(atPath: stdoutFile) }
         let haul = try HaulProcess(arguments, in: directory, stdoutFile: stdoutFile, environment: environment)

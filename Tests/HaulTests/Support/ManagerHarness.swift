@@ -73,7 +73,8 @@ final class EventLog: Sendable {
 
 extension Harness {
     func manager(_ downloader: Downloader, maxConcurrent: Int = 5, perHost: Int = 16) -> DownloadManager {
-        DownloadManager(downloader: downloader,
-                        configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
+        DownloadManager(
+            downloader: downloader,
+            configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
     }
 }

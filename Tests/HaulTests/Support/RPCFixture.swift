@@ -25,8 +25,10 @@ struct RPCFixture {
     }
 
     /// Runs `body` with a fresh fixture, shutting everything down however it ends.
-    static func with(secret: String? = nil, maxConcurrent: Int = 5, connections: Int = 4,
-                     _ body: (RPCFixture) async throws -> Void) async throws {
+    static func with(
+        secret: String? = nil, maxConcurrent: Int = 5, connections: Int = 4,
+        _ body: (RPCFixture) async throws -> Void
+    ) async throws {
         let dir = try TestDirectory()
         let server = try await FaultServer.start()
         var configuration = Daemon.Configuration(stateDirectory: dir.file("state"), directory: dir.file("downloads"))
@@ -38,10 +40,12 @@ struct RPCFixture {
         let downloader = try Downloader(engine)
         let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: maxConcurrent, queue: Daemon.queue))
         let counter = Counter()
-        let rpc = Aria2RPC(manager: manager, downloader: downloader, secret: secret,
-                           globals: Daemon.globalOptions(configuration), requestShutdown: { counter.increment() })
-        let fixture = RPCFixture(dir: dir, server: server, downloader: downloader, manager: manager, rpc: rpc,
-                                 secret: secret, shutdownRequested: counter)
+        let rpc = Aria2RPC(
+            manager: manager, downloader: downloader, secret: secret,
+            globals: Daemon.globalOptions(configuration), requestShutdown: { counter.increment() })
+        let fixture = RPCFixture(
+            dir: dir, server: server, downloader: downloader, manager: manager, rpc: rpc,
+            secret: secret, shutdownRequested: counter)
         var failure: (any Error)?
         do { try await body(fixture) } catch { failure = error }
         await manager.shutdown()

@@ -15,8 +15,10 @@ enum RawHTTP {
 
     /// `method target` with `headers` (written in order; add `Host` yourself) and `body`, sent
     /// from `source` (another loopback address is another client to the daemon).
-    static func exchange(port: Int, _ method: String, _ target: String, headers: [(String, String)], body: String = "",
-                         timeout: Int = 30, from source: String? = nil) throws -> Answer {
+    static func exchange(
+        port: Int, _ method: String, _ target: String, headers: [(String, String)], body: String = "",
+        timeout: Int = 30, from source: String? = nil
+    ) throws -> Answer {
         var text = "\(method) \(target) HTTP/1.1\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.utf8.count)\r\n" }
@@ -47,7 +49,7 @@ enum RawHTTP {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { break }   // the server may answer and close before reading it all
+            guard n > 0 else { break }  // the server may answer and close before reading it all
             sent += n
         }
         var data: [UInt8] = []
@@ -59,7 +61,7 @@ enum RawHTTP {
         }
         let response = String(decoding: data, as: UTF8.self)
         guard let split = response.range(of: "\r\n\r\n"),
-              let status = Int(response.split(separator: " ", maxSplits: 2).dropFirst().first ?? "")
+            let status = Int(response.split(separator: " ", maxSplits: 2).dropFirst().first ?? "")
         else { throw Failure(description: "no HTTP answer: \(response.prefix(200))") }
         return Answer(status: status, head: String(response[..<split.lowerBound]), body: String(response[split.upperBound...]))
     }

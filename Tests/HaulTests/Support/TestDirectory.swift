@@ -19,8 +19,9 @@ struct TestDirectory: Sendable {
 
     func write(_ name: String, _ bytes: [UInt8], creatingFolders: Bool = false) throws {
         if creatingFolders {
-            try FileManager.default.createDirectory(atPath: (file(name) as NSString).deletingLastPathComponent,
-                                                    withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: (file(name) as NSString).deletingLastPathComponent,
+                withIntermediateDirectories: true)
         }
         try Data(bytes).write(to: URL(fileURLWithPath: file(name)))
     }

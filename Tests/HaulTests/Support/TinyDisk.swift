@@ -7,7 +7,8 @@ struct TinyDisk {
     init?(at path: String, size: String = "2m") {
         self.path = path
         guard (try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)) != nil,
-              mount("tmpfs", path, "tmpfs", 0, "size=\(size)") == 0 else { return nil }
+            mount("tmpfs", path, "tmpfs", 0, "size=\(size)") == 0
+        else { return nil }
     }
 
     func unmount() { _ = umount2(path, Int32(MNT_DETACH)) }

@@ -9,8 +9,10 @@ enum WebSocketProbe {
 
     /// Connects to `ws://127.0.0.1:PORT/jsonrpc`, sends `send`, and collects text messages until
     /// one satisfies `done`, or `timeout` of silence.
-    static func collect(port: Int, send: [String], origin: String? = nil, timeout: Int = 30,
-                        until done: (String) -> Bool) throws -> [String] {
+    static func collect(
+        port: Int, send: [String], origin: String? = nil, timeout: Int = 30,
+        until done: (String) -> Bool
+    ) throws -> [String] {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
         defer { close(fd) }
@@ -44,7 +46,7 @@ enum WebSocketProbe {
         while true {
             while let (message, used) = parse(buffer) {
                 buffer.removeFirst(used)
-                guard let message else { return messages }   // a close frame
+                guard let message else { return messages }  // a close frame
                 messages.append(message)
                 if done(message) { return messages }
             }
