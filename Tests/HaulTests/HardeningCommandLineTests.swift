@@ -99,4 +99,20 @@ import Testing
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))
         #expect(names == [String(repeating: "n", count: 242) + ".bin"], "\(names)")
     }
+
+    @Test func aBodyCutShortSaysSoNotThatTheAnswerIsInvalid() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var route = Route(content: testBytes(200_000, seed: 9))
+        route.cutAfter = 50_000
+        route.advertisesRanges = false
+        server.serve("/cut.bin", route)
+        let (status, _, stderr) = try await HaulProcess.capture(
+            ["get", "-q", "--max-tries", "1", "-o", "cut.bin", "--state-dir", dir.file("state"), server.url("/cut.bin")], in: dir.path)
+        try await server.shutdown()
+        #expect(status == 4, "\(stderr)")
+        #expect(stderr == "haul: \(server.url("/cut.bin")): the server closed the connection before the whole body arrived\n")
+        #expect(!dir.exists("cut.bin"))
+    }
 }

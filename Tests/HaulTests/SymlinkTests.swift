@@ -128,4 +128,20 @@ import Testing
         #expect(throws: DownloadError.self) { try DownloadFolder(dir.file("root/a/deeper"), beneath: dir.file("root")) }
         #expect(!dir.exists("elsewhere/deeper"))
     }
+
+    @Test func aFolderThatCannotBeFlushedIsAFailureNotASuccess() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try dir.write("a/.keep", [], creatingFolders: true)
+        let part = try PartFile(path: dir.file("a/f.bin.part"))
+        try part.syncFolder()
+        // The folder is gone from its path: its names cannot be made durable, and that is said.
+        #expect(rename(dir.file("a"), dir.file("b")) == 0)
+        #expect(throws: DownloadError.self) { try part.syncFolder() }
+        // Held open (a confined download), it is flushed whatever its path has become.
+        let folder = try DownloadFolder(dir.file("b"), beneath: dir.path)
+        let held = try PartFile(path: dir.file("b/g.bin.part"), in: folder)
+        #expect(rename(dir.file("b"), dir.file("c")) == 0)
+        try held.syncFolder()
+    }
 }

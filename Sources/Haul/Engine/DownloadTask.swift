@@ -10,14 +10,12 @@ public final class DownloadTask: Sendable {
     /// Ends when the download ends (completed, failed or cancelled). One reader.
     public let progress: AsyncStream<DownloadProgress>
 
-    private enum Phase {
-        case running, pausing, paused, resuming, cancelling
-        case finished(Result<DownloadResult, DownloadError>)
-    }
-
     private struct State {
-        var phase: Phase = .paused
+        /// Its lifecycle, the manager's own (a manager of one): the only record of where it is.
+        var lifecycle = DownloadLifecycle.added(paused: false).0
         var run: Task<Void, Never>?
+        /// How it ended, once it has: ``result()`` answers with it.
+        var outcome: Result<DownloadResult, DownloadError>?
         var waiters: [CheckedContinuation<Result<DownloadResult, DownloadError>, Never>] = []
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         var destination: String?
@@ -39,14 +37,53 @@ public final class DownloadTask: Sendable {
     }
 
     func start() {
-        state.withLock { state in
-            state.phase = .running
-            state.run = launch()
-        }
-        store.writer.update(id, .status(.running))
+        perform(state.withLock { Self.startIfQueued(&$0) })
     }
 
-    private func launch() -> Task<Void, Never> {
+    /// Starts the next attempt when the lifecycle waits for its turn (a task has no queue: its
+    /// turn is now). Under the lock, so that two callers cannot both start one.
+    private static func startIfQueued(_ state: inout State) -> [DownloadLifecycle.Action] {
+        state.lifecycle.start()
+    }
+
+    /// Carries out a transition's actions. A task has no host slots and announces nothing but
+    /// its end (through ``result()``) and its pauses (through ``pauseAndWait()``).
+    private func perform(_ actions: [DownloadLifecycle.Action]) {
+        for action in actions {
+            switch action {
+            case .start(let attempt):
+                let run = launch(attempt)
+                // A pause or cancel that came between the start and now found no task to stop.
+                let stopAsked = state.withLock { state in
+                    state.run = run
+                    return state.lifecycle.runningAttempt.map { $0.number == attempt && $0.stop != nil } ?? false
+                }
+                if stopAsked { run.cancel() }
+            case .stopTransfer:
+                state.withLock { $0.run }?.cancel()
+            case .persist(let status):
+                // A pause is recorded (and waited for) where its announcement is handled.
+                guard status != .paused else { continue }
+                store.writer.update(id, .status(status, error: state.withLock { $0.lifecycle.error }))
+            case .discardPartial:
+                if let destination = state.withLock({ $0.destination }) {
+                    PartFile.discard(destination: destination, id: nil, store: store)
+                }
+            case .forget:
+                store.writer.delete(id)
+            case .announce(.completed), .announce(.failed), .announce(.removed):
+                let outcome: Result<DownloadResult, DownloadError> = state.withLock { state in
+                    if let result = state.lifecycle.result { return .success(result) }
+                    return .failure(state.lifecycle.error ?? .cancelled)
+                }
+                finish(outcome)
+            case .announce, .releaseHostSlot:
+                break
+            }
+        }
+    }
+
+    private func launch(_ attempt: Int) -> Task<Void, Never> {
         let events = DownloadRunner.RunEvents(
             progress: { [weak self] progress in self?.publish(progress) },
             note: { [weak self] note in self?.publish(note: note) },
@@ -57,7 +94,7 @@ public final class DownloadTask: Sendable {
         return Task { [weak self] in
             let result: Result<DownloadResult, DownloadError>
             do throws(DownloadError) { result = .success(try await runner.run()) } catch { result = .failure(error) }
-            await self?.runEnded(result)
+            await self?.runEnded(attempt, result)
         }
     }
 
@@ -75,66 +112,36 @@ public final class DownloadTask: Sendable {
         continuation.yield(progress)
     }
 
-    private func runEnded(_ result: Result<DownloadResult, DownloadError>) async {
-        enum Next { case done, paused, relaunch, cleanUp(String?) }
-        let next: Next = state.withLock { state in
+    private func runEnded(_ attempt: Int, _ result: Result<DownloadResult, DownloadError>) async {
+        let actions = state.withLock { state in
             state.run = nil
-            switch state.phase {
-            case .pausing:
-                // Paused once the pause is recorded (below); a resume meanwhile relaunches then.
-                if case .failure(let error) = result, error.kind == .cancelled { return .paused }
-                return .done
-            case .resuming:
-                if case .failure(let error) = result, error.kind == .cancelled {
-                    state.phase = .running
-                    state.run = launch()
-                    return .relaunch
-                }
-                return .done
-            case .cancelling:
-                return .cleanUp(state.destination)
-            default:
-                return .done
-            }
+            return state.lifecycle.attemptEnded(attempt, result)
         }
-        switch next {
-        case .paused:
-            store.writer.update(id, .status(.paused))
-            do throws(DownloadError) {
-                // A caller, or another process, may read the record as soon as the pause returns.
-                try await store.flush()
-            } catch {
-                finish(.failure(error))
-                return
-            }
-            let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
-                if case .resuming = state.phase {
-                    state.phase = .running
-                    state.run = launch()
-                    return []
-                }
-                state.phase = .paused
-                defer { state.stopWaiters = [] }
-                return state.stopWaiters
-            }
-            for waiter in waiters { waiter.resume() }
-        case .relaunch:
+        perform(actions)
+        guard actions.contains(.announce(.paused)) else { return }
+        // Paused (or stopped to go on at once): recorded before anyone hears of it, since a
+        // caller (or another process) may read the record as soon as the pause returns.
+        let resumed = state.withLock { $0.lifecycle.isQueued }
+        store.writer.update(id, .status(resumed ? .queued : .paused))
+        do throws(DownloadError) {
+            try await store.flush()
+        } catch {
+            finish(.failure(error))
             return
-        case .cleanUp(let destination):
-            await removePartial(destination: destination)
-            finish(.failure(.cancelled))
-        case .done:
-            switch result {
-            case .success: store.writer.update(id, .status(.completed))
-            case .failure(let error): store.writer.update(id, .status(.failed, error: error))
-            }
-            finish(result)
         }
+        // A resume while it stopped (or while the pause was recorded) goes on now.
+        perform(state.withLock { Self.startIfQueued(&$0) })
+        let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+            guard !state.lifecycle.isRunning else { return [] }
+            defer { state.stopWaiters = [] }
+            return state.stopWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     private func finish(_ result: Result<DownloadResult, DownloadError>) {
         let (waiters, stopWaiters) = state.withLock { state in
-            state.phase = .finished(result)
+            state.outcome = result
             defer { state.waiters = []; state.stopWaiters = [] }
             return (state.waiters, state.stopWaiters)
         }
@@ -143,23 +150,9 @@ public final class DownloadTask: Sendable {
         for waiter in stopWaiters { waiter.resume() }
     }
 
-    /// Deletes the partial file and the row.
-    private func removePartial(destination: String?) async {
-        if let destination { PartFile.discard(destination: destination, id: nil, store: store) }
-        store.writer.delete(id)
-    }
-
     /// Stops transferring and keeps the partial and its record; ``resume()`` continues.
     public func pause() {
-        state.withLock { state in
-            switch state.phase {
-            case .running, .resuming:
-                state.phase = .pausing
-                state.run?.cancel()
-            default:
-                break
-            }
-        }
+        perform(state.withLock { state in state.outcome == nil ? state.lifecycle.pause() : [] })
     }
 
     /// Pauses, and returns once the transfer has stopped and its state is saved (or the
@@ -168,54 +161,28 @@ public final class DownloadTask: Sendable {
         pause()
         await withCheckedContinuation { continuation in
             let stopped = state.withLock { state in
-                switch state.phase {
-                case .paused, .finished: return true
-                default:
-                    state.stopWaiters.append(continuation)
-                    return false
-                }
+                guard state.outcome == nil, state.lifecycle.isRunning else { return true }
+                state.stopWaiters.append(continuation)
+                return false
             }
             if stopped { continuation.resume() }
         }
     }
 
-    /// Continues a paused download from its recorded ranges.
+    /// Continues a paused download from its recorded ranges (or goes on, when its pause is
+    /// still under way).
     public func resume() {
-        state.withLock { state in
-            switch state.phase {
-            case .paused:
-                state.phase = .running
-                state.run = launch()
-            case .pausing:
-                state.phase = .resuming
-            default:
-                break
-            }
+        let actions = state.withLock { state in
+            // An ended task stays ended: a failed one is not tried again here.
+            state.outcome == nil ? state.lifecycle.resume() + Self.startIfQueued(&state) : []
         }
+        perform(actions.filter { $0 != .persist(.queued) })
     }
 
     /// Stops the download and removes its partial file and record. ``result()`` then throws a
     /// ``DownloadError`` of kind ``DownloadError/Kind/cancelled``.
     public func cancel() {
-        let cleanUpNow: String?? = state.withLock { state in
-            switch state.phase {
-            case .running, .pausing, .resuming:
-                state.phase = .cancelling
-                state.run?.cancel()
-                return nil
-            case .paused:
-                state.phase = .cancelling
-                return .some(state.destination)
-            case .cancelling, .finished:
-                return nil
-            }
-        }
-        if let destination = cleanUpNow {
-            Task {
-                await removePartial(destination: destination)
-                finish(.failure(.cancelled))
-            }
-        }
+        perform(state.withLock { state in state.outcome == nil ? state.lifecycle.remove() : [] })
     }
 
     /// Waits for the download to end. A pause does not end it; a cancel does.
@@ -230,7 +197,7 @@ public final class DownloadTask: Sendable {
     func outcome() async -> Result<DownloadResult, DownloadError> {
         await withCheckedContinuation { continuation in
             let done: Result<DownloadResult, DownloadError>? = state.withLock { state in
-                if case .finished(let result) = state.phase { return result }
+                if let outcome = state.outcome { return outcome }
                 state.waiters.append(continuation)
                 return nil
             }
@@ -240,7 +207,7 @@ public final class DownloadTask: Sendable {
 
     /// Whether the task is paused (stopped, partial kept, resumable).
     public var isPaused: Bool {
-        state.withLock { if case .paused = $0.phase { true } else { false } }
+        state.withLock { $0.outcome == nil && $0.lifecycle.status == .paused }
     }
 
     /// A token from which another process can continue this download, from what the store
