@@ -109,7 +109,7 @@ import Testing
         #expect(book.counts[.paused] == 0 && book.counts[.failed] == 1)
     }
 
-    @Test func aCompletedDownloadsStoredRequestDropsItsSecrets() {
+    @Test func aCompletedDownloadsStoredRequestDropsItsSecrets() throws {
         var book = DownloadBook()
         var secret = entry(1, position: 1)
         secret.request.network.user = "me"
@@ -119,7 +119,9 @@ import Testing
         let effects = book.transition(secret.id) { $0.attemptEnded(1, .success(Self.result)) }
         #expect(book.entries[secret.id]?.request.network.password == nil)
         #expect(book.entries[secret.id]?.request.network.user == "me")
-        let stored = effects.compactMap { if case .persist(_, let patch) = $0 { patch[.request] } else { nil } }
+        let stored = try effects.compactMap { effect in
+            if case .storeRequest(_, let request) = effect { try DownloadRow.storedOptions(of: request) } else { nil }
+        }
         #expect(stored.count == 1 && !"\(stored)".contains("pw"))
     }
 }

@@ -28,6 +28,8 @@ struct DownloadBook {
         case discardPartial(ID, path: String?)
         /// The download is forgotten: delete its row and its progress.
         case deleteRow(ID)
+        /// Store this request as the download's own (a completed one's, without its secrets).
+        case storeRequest(ID, DownloadRequest)
     }
 
     var entries = EntryTable()
@@ -173,13 +175,13 @@ struct DownloadBook {
                 if status == .completed, let result = lifecycle?.result {
                     patch.set(.path, result.path)
                     patch.set(.resultBytes, result.bytes)
-                    // Its secrets were for fetching it; a finished download does not keep them.
-                    if let plain = entries[id]?.request.withoutSecrets, let stored = try? DownloadRow.storedOptions(of: plain) {
-                        entries[id]?.request = plain
-                        patch.set(.request, stored)
-                    }
                 }
                 effects.append(.persist(id, patch))
+                // Its secrets were for fetching it; a finished download does not keep them.
+                if status == .completed, let plain = entries[id]?.request.withoutSecrets {
+                    entries[id]?.request = plain
+                    effects.append(.storeRequest(id, plain))
+                }
             case .announce(let announcement):
                 if announcement != .started, announcement != .added, entries[id]?.live != nil { entries[id]?.live?.endedAt = ProcessTime.now }
                 effects.append(

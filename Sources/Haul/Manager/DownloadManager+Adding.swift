@@ -80,8 +80,12 @@ extension DownloadManager {
                 // Asked for again with today's options: a finished download kept none of its
                 // secrets, and the next attempt needs them.
                 if let entry = book.entries[existing], entry.request != request, !entry.lifecycle.isRunning {
+                    let patch: RowPatch
+                    do { patch = try .request(request) } catch {
+                        throw .invalidRequest("cannot store the request of download \(existing): \(error)")
+                    }
                     book.entries[existing]?.request = request
-                    if let patch = try? RowPatch.request(request) { store.writer.update(existing, patch) }
+                    store.writer.update(existing, patch)
                 }
                 requeue(existing)
             } else if book.entries[existing]?.lifecycle.status == .failed {

@@ -36,6 +36,12 @@ extension DownloadManager {
             case .deleteRow(let id):
                 store.writer.delete(id)
                 board.remove(id)
+            case .storeRequest(let id, let request):
+                // Only a request that cannot be encoded fails here; its row then keeps the old one,
+                // secrets and all, which is said rather than passed over.
+                do { store.writer.update(id, try .request(request)) } catch {
+                    downloader.configuration.logger.error("cannot store the request of download \(id) without its secrets: \(error)")
+                }
             }
         }
     }
