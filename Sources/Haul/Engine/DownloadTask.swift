@@ -54,9 +54,11 @@ public final class DownloadTask: Sendable {
             case .start(let attempt):
                 let run = launch(attempt)
                 // A pause or cancel that came between the start and now found no task to stop.
-                let stopAsked = state.withLock { state in
+                // (Not written with Optional.map: Swift 6.3's optimizer fails on that closure.)
+                let stopAsked = state.withLock { state -> Bool in
                     state.run = run
-                    return state.lifecycle.runningAttempt.map { $0.number == attempt && $0.stop != nil } ?? false
+                    guard let running = state.lifecycle.runningAttempt else { return false }
+                    return running.number == attempt && running.stop != nil
                 }
                 if stopAsked { run.cancel() }
             case .stopTransfer:
