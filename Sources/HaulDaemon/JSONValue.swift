@@ -55,9 +55,11 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible,
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(nilLiteral: ()) { self = .null }
 
-    /// Parses one JSON document.
+    /// Parses one JSON document (see ``JSONParser``).
     public static func parse(_ data: some DataProtocol) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: Data(data))
+        let parsed = try data.withContiguousStorageIfAvailable { bytes in try JSONParser.parse(bytes) }
+        if let parsed { return parsed }
+        return try Array(data).withUnsafeBufferPointer { bytes in try JSONParser.parse(bytes) }
     }
 
     /// Compact JSON text, keys sorted so answers are stable.
