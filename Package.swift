@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // `swift package generate-documentation --target Haul` builds the DocC catalog (CI does).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(
@@ -69,6 +71,9 @@ let package = Package(
             ],
             path: "Sources/haul"
         ),
+        // The README's and the DocC articles' code, compiled (and checked against them by
+        // DocumentationExamplesTests): a renamed API breaks the build, not the reader.
+        .executableTarget(name: "HaulExamples", dependencies: ["Haul"], path: "Examples"),
         .target(
             name: "HaulTestSupport",
             dependencies: [

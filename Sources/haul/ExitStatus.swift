@@ -21,7 +21,7 @@ enum ExitStatus {
         case .checksum: 5
         case .protocolViolation: 6
         case .http: 8
-        case .cancelled: 130
+        case .cancelled, .paused: 130
         default: 1
         }
     }

@@ -164,7 +164,7 @@ struct GetCommand: AsyncParsableCommand {
             Terminal.clearDisplay()
             do { try await downloader.shutdown() } catch {
                 Terminal.error("interrupted, and the progress could not be saved: \(error)")
-                throw ExitCode(ExitStatus.code(for: [.io("\(error)")]))
+                throw ExitCode(ExitStatus.code(for: [error]))
             }
             Terminal.error("interrupted: progress saved; run the same command again to continue")
             throw ExitCode(status)
@@ -180,7 +180,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         do { try await downloader.shutdown() } catch {
             Terminal.error("\(error)")
-            failures.append(.io("\(error)"))
+            failures.append(error)
         }
         failures += finished
         if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
@@ -205,7 +205,7 @@ struct GetCommand: AsyncParsableCommand {
         } catch {
             failure = error
         }
-        do { try await downloader.shutdown() } catch { failure = failure ?? .io("\(error)") }
+        do { try await downloader.shutdown() } catch { failure = failure ?? error }
         if let failure {
             Terminal.error(failure.description)
             throw ExitCode(ExitStatus.code(for: [failure]))

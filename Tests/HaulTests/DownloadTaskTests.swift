@@ -13,7 +13,7 @@ import Testing
         route.bytesPerSecond = 6 << 20
         server.serve("/f.bin", route)
         let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         var snapshots: [DownloadProgress] = []
         for await snapshot in task.progress { snapshots.append(snapshot) }
         let result = try await task.result()
@@ -36,9 +36,9 @@ import Testing
         route.bytesPerSecond = 8 << 20
         server.serve("/f.bin", route)
         let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         #expect(try await waitUntil { fileSize(harness.directory.file("f.bin.part")) >= 1 << 20 })
-        await task.pauseAndWait()
+        await task.pause()
         #expect(task.isPaused)
         let record = try #require(try await harness.record(for: harness.directory.file("f.bin")))
         #expect(record.status == .paused)

@@ -36,7 +36,7 @@ import Testing
             route.bytesPerSecond = 8 << 20
             server.serve("/f.bin", route)
             let downloader = try harness.downloader()
-            let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+            let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
             let part = harness.directory.file("f.bin.part")
             var seen: (size: Int, allocated: Int)?
             let midway = try await waitUntil {

@@ -25,7 +25,7 @@ import Testing
         configuration.rateLimit = perDownload ? nil : 1 << 20
         let downloader = try Downloader(configuration)
         let started = harness.clock.now
-        let task = downloader.download(
+        let task = try await downloader.download(
             harness.request(server.url("/f.bin"), file: "f.bin") {
                 $0.connections = connections
                 $0.minimumSplitSize = 256 << 10

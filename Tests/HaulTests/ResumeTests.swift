@@ -117,9 +117,9 @@ import Testing
         var patient = harness
         patient.stallTimeout = .seconds(30)  // the stall is the pause point, not a failure
         let downloader = try patient.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         #expect(try await waitUntil { fileSize(harness.directory.file("f.bin.part")) >= bytes })
-        await task.pauseAndWait()
+        await task.pause()
         #expect(task.isPaused)
         try await downloader.shutdown()
         server.update("/f.bin") { $0.stallFirstAfter = nil }
@@ -197,7 +197,7 @@ import Testing
         route.stallAfter = 1 << 20
         server.serve("/f.bin", route)
         let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         #expect(try await waitUntil { fileSize(harness.directory.file("f.bin.part")) >= 1 << 20 })
         task.cancel()
         await #expect(throws: DownloadError.self) { try await task.result() }
@@ -241,8 +241,8 @@ import Testing
         route.bytesPerSecond = 8 << 20
         server.serve("/f.bin", route)
         let downloader = try harness.downloader()
-        let first = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
-        let second = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let first = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let second = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         let a = try await first.result()
         let b = try await second.result()
         try await downloader.shutdown()

@@ -60,7 +60,7 @@ import Testing
         let downloader = try harness.downloader()
         // Two connections cut the file in halves, too small to split again: the first answer
         // stops where its half does.
-        let task = downloader.download(
+        let task = try await downloader.download(
             harness.request(server.url("/f.bin"), file: "f.bin") {
                 $0.connections = 2
                 $0.minimumSplitSize = Int64(Self.size) / 4 + 1

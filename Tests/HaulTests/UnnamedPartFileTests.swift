@@ -50,7 +50,7 @@ import Testing
         server.serve("/f.bin", route)
 
         let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         #expect(try await waitUntil { server.stats("/f.bin").bodyBytesSent >= 100_000 })
         // Stalled for two seconds from here, before any checkpoint: nothing on disk by name.
         #expect(!harness.directory.exists("f.bin.part") && !harness.directory.exists("f.bin"))
@@ -176,7 +176,7 @@ import Testing
         let server = try await FaultServer.start()
         server.serve("/f.bin", route)
         let downloader = try harness.downloader()
-        let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
+        let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin"))
         for await progress in task.progress where progress.bytesDone > 0 { break }
         #expect(mkfifo(harness.directory.file("f.bin"), 0o600) == 0)
         let result = try await task.result()

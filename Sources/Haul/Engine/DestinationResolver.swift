@@ -65,7 +65,7 @@ struct DestinationResolver: Sendable {
             return PartFile.isForeign(path + ".part") ? try stepAround(path, remoteLength: remoteLength) : .download(path)
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .io("cannot write to \(path): it exists and is not a regular file")
+            throw .io("cannot write to \(path): it exists and is not a regular file", path: path)
         }
         let size = Int64(info.st_size)
         if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
@@ -82,7 +82,7 @@ struct DestinationResolver: Sendable {
             }
             if let remoteLength, existing == remoteLength { return .alreadyComplete(candidate, bytes: existing) }
         }
-        throw .io("cannot find a free name next to \(path): \(FilePaths.maxSuffix) copies exist")
+        throw .io("cannot find a free name next to \(path): \(FilePaths.maxSuffix) copies exist", path: path)
     }
 
     static func regularFileSize(_ path: String) -> Int64? {

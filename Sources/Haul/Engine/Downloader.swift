@@ -1,21 +1,29 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import Synchronization
 
 /// The engine's entry point: the HTTP clients, the cookies and the store, shared by the downloads it starts.
 ///
 /// ```swift
 /// try await Downloader.withDownloader(.init()) { downloader in
-///     let task = downloader.download(DownloadRequest(url: "https://example.com/f.iso", directory: "."))
+///     let task = try await downloader.download(DownloadRequest(url: "https://example.com/f.iso", directory: "."))
 ///     for await progress in task.progress { print(progress.bytesDone) }
 ///     let result = try await task.result()
 ///     print(result.path)
 /// }
 /// ```
+///
+/// A downloader keeps the tasks it started until they end; ``shutdown()`` pauses the ones
+/// still running (every byte they wrote recorded) and ends every wait on them.
 public final class Downloader: Sendable {
     /// Settings shared by every download of one ``Downloader``.
+    ///
+    /// `Configuration()` uses the default state folder (``Downloader/defaultStateDirectory``);
+    /// `Configuration(stateDirectory: path)` another one, made if missing. Two downloaders (in
+    /// one process or two) may share a state folder: the store is SQLite in WAL mode.
     public struct Configuration: Sendable {
-        /// The folder holding the store (`state.sqlite`).
+        /// The folder holding the store (`state.sqlite`), made if missing.
         public var stateDirectory: String
         /// No bytes for this long aborts an attempt, which is then retried from where it was.
         public var stallTimeout: Duration = .seconds(30)
@@ -61,8 +69,10 @@ public final class Downloader: Sendable {
     /// Shared by every download; without a limit it lets everything through at the cost of
     /// one atomic load per read.
     private let globalLimiter: RateLimiter
+    /// The tasks started here that have not ended, which ``shutdown()`` stops; nil once it has.
+    private let tasks = Mutex<[DownloadID: DownloadTask]?>([:])
 
-    /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)``.
+    /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)-316xf``.
     ///
     /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened.
     public convenience init(_ configuration: Configuration) throws(DownloadError) {
@@ -90,52 +100,115 @@ public final class Downloader: Sendable {
         globalLimiter.setRate(bytesPerSecond)
     }
 
-    /// Writes what is left to the store (and the cookies, with ``Configuration/saveCookies``)
-    /// and closes the HTTP clients. Downloads still running fail.
+    /// Pauses every task still running (each returns once its bytes are recorded), ends every
+    /// wait on the tasks started here with a ``DownloadError/Kind/paused`` error, writes what
+    /// is left to the store (and the cookies, with ``Configuration/saveCookies``) and closes
+    /// the HTTP clients. A second call does nothing more.
     ///
     /// - Throws: ``DownloadError`` when the store or the cookie file cannot be written.
-    public func shutdown() async throws {
-        var failure: (any Error)?
-        do { try await store.close() } catch { failure = error }
+    public func shutdown() async throws(DownloadError) {
+        let open = tasks.withLock { tasks in
+            defer { tasks = nil }
+            return tasks.map { Array($0.values) } ?? []
+        }
+        // Each pause waits for its own attempt to stop and be recorded, so together they cost
+        // the slowest one.
+        await withTaskGroup(of: Void.self) { group in
+            for task in open { group.addTask { await task.close() } }
+        }
+        var failure: DownloadError?
+        do throws(DownloadError) { try await store.close() } catch { failure = error }
         if let path = configuration.saveCookies {
             do throws(DownloadError) { try cookies.save(to: path) } catch { failure = failure ?? error }
         }
-        try await clients.shutdown()
+        do { try await clients.shutdown() } catch {
+            failure = failure ?? .io("cannot close the HTTP clients: \(error)")
+        }
         if let failure { throw failure }
     }
 
+    /// Runs `body` with a downloader and shuts it down afterwards, whatever happens; a body
+    /// that throws only ``DownloadError`` keeps that type.
+    ///
+    /// Write the closure's thrown type to keep it: the caller's `catch` then gets a
+    /// ``DownloadError`` (Swift infers `any Error` for a closure that does not say).
+    ///
+    /// ```swift
+    /// do {
+    ///     try await Downloader.withDownloader(.init()) { downloader throws(DownloadError) in
+    ///         _ = try await downloader.download(request).result()
+    ///     }
+    /// } catch {
+    ///     print(error.kind, error.path ?? "")  // error is a DownloadError
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - configuration: the state folder and shared settings.
+    ///   - body: the work; the downloader shuts down when it returns or throws.
+    /// - Returns: what `body` returns.
+    /// - Throws: ``DownloadError``: the body's error, or the downloader's own when the store
+    ///   cannot be opened or, after a body that succeeded, cannot be written at shutdown.
+    public static func withDownloader<Result>(
+        _ configuration: Configuration, _ body: (Downloader) async throws(DownloadError) -> Result
+    ) async throws(DownloadError) -> Result {
+        let downloader = try Downloader(configuration)
+        let result: Swift.Result<Result, DownloadError>
+        do throws(DownloadError) { result = .success(try await body(downloader)) } catch { result = .failure(error) }
+        return try await downloader.close(after: result).get()
+    }
+
     /// Runs `body` with a downloader and shuts it down afterwards, whatever happens.
-    public static func withDownloader<Result: Sendable>(
+    ///
+    /// The overload for a body that throws other errors too (or does not say what it throws).
+    ///
+    /// - Parameters:
+    ///   - configuration: the state folder and shared settings.
+    ///   - body: the work; the downloader shuts down when it returns or throws.
+    /// - Returns: what `body` returns.
+    /// - Throws: the body's error, or a ``DownloadError`` when the store cannot be opened or,
+    ///   after a body that succeeded, cannot be written at shutdown.
+    public static func withDownloader<Result>(
         _ configuration: Configuration, _ body: (Downloader) async throws -> Result
     ) async throws -> Result {
         let downloader = try Downloader(configuration)
-        do {
-            let result = try await body(downloader)
-            try await downloader.shutdown()
-            return result
-        } catch {
-            // The body's error says what went wrong first; a store that also cannot write
-            // what is left fails the same way on the next use, where it is reported.
-            do { try await downloader.shutdown() } catch {
-                downloader.configuration.logger.debug("shutting down after a failure: \(error)")
-            }
-            throw error
-        }
+        let result: Swift.Result<Result, any Error>
+        do { result = .success(try await body(downloader)) } catch { result = .failure(error) }
+        return try await downloader.close(after: result).get()
     }
 
-    /// Starts downloading. The task runs until it completes, fails, or is paused or cancelled.
+    /// Shuts down after a body ended with `result`: the body's error says what went wrong
+    /// first; a store that also cannot write what is left fails the same way on the next use,
+    /// where it is reported.
+    private func close<Success, Failure>(after result: Swift.Result<Success, Failure>) async -> Swift.Result<Success, Failure> {
+        do throws(DownloadError) {
+            try await shutdown()
+        } catch {
+            guard case .failure = result else {
+                // Failure is DownloadError or any Error: both hold a DownloadError.
+                if let failure = error as? Failure { return .failure(failure) }
+                configuration.logger.debug("shutting down: \(error)")
+                return result
+            }
+            configuration.logger.debug("shutting down after a failure: \(error)")
+        }
+        return result
+    }
+
+    /// Starts downloading. The task runs until it completes, fails, is cancelled or paused,
+    /// or this downloader shuts down.
     ///
     /// The download gets a row of its own in the store; a later download of the same
     /// destination (in this process or another) continues from what it saved.
-    public func download(_ request: DownloadRequest) -> DownloadTask {
-        let id = DownloadID.next()
+    ///
+    /// - Parameter request: what to download and where; see ``DownloadRequest`` for its defaults.
+    /// - Returns: the running task.
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` when the
+    ///   request is unusable (``DownloadRequest/validate()``) or the downloader has shut down.
+    public func download(_ request: DownloadRequest) async throws(DownloadError) -> DownloadTask {
+        try request.validate()
         let request = request.absolutized
-        store.writer.insert(DownloadRow(id: id, queue: nil, request: request))
-        let task = DownloadTask(store: store, id: id) { [self] events in
-            runner(request, id: id, events: events)
-        }
-        task.start()
-        return task
+        return try start(DownloadRow(id: .next(), queue: nil, request: request), request: request)
     }
 
     /// Sends `request`'s body to `sink` as it arrives, without a part file or a record (no
@@ -194,26 +267,57 @@ public final class Downloader: Sendable {
 
     /// Continues a download described by a token from another process (or this one).
     ///
-    /// The token's ranges are trusted only as far as the part file still holds them.
-    /// - Throws: ``DownloadError`` when the token is of an unknown version.
-    public func download(resuming token: ResumeToken, configure: (inout DownloadRequest) -> Void = { _ in }) async throws(DownloadError) -> DownloadTask {
-        guard token.version == 1 else { throw .invalidRequest("resume token version \(token.version) is not supported") }
+    /// The token's ranges are trusted only as far as the part file still holds them, and
+    /// only while the server's validators still match (else the file is fetched again).
+    ///
+    /// ```swift
+    /// let token = try JSONDecoder().decode(ResumeToken.self, from: saved)
+    /// let task = try await downloader.download(resuming: token) { $0.connections = 4 }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - token: from ``DownloadTask/pause()``, ``DownloadTask/resumeToken()`` or a
+    ///     ``DownloadError/resumeToken``, possibly decoded from JSON.
+    ///   - configure: changes the request made from the token (a new URL, headers,
+    ///     connections); its destination must stay the token's.
+    /// - Returns: the running task.
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` when the
+    ///   token is of an unknown version, the request is unusable, or the downloader has shut down.
+    public func download(
+        resuming token: ResumeToken, configure: (inout DownloadRequest) -> Void = { _ in }
+    ) async throws(DownloadError) -> DownloadTask {
+        guard ResumeToken.readableVersions.contains(token.version) else {
+            throw .invalidRequest("resume token version \(token.version) is not supported (this Haul reads \(ResumeToken.readableVersions))")
+        }
         var request = DownloadRequest(url: token.url, file: token.destination)
         request.checksum = token.checksum
         configure(&request)
-        let id = DownloadID.next()
-        var row = DownloadRow(id: id, queue: nil, request: request.absolutized)
+        try request.validate()
+        let resumed = request.absolutized
+        var row = DownloadRow(id: .next(), queue: nil, request: resumed)
         row.status = .paused
         row.path = token.destination
         row.totalLength = token.totalLength
         row.validators = token.validators
         row.acceptsRanges = true
         row.ranges = token.ranges
-        store.writer.insert(row)
-        let resumed = request.absolutized
-        let task = DownloadTask(store: store, id: id) { [self] events in
-            runner(resumed, id: id, events: events)
+        return try start(row, request: resumed)
+    }
+
+    /// Records `row` and starts its task, kept until it ends or the downloader shuts down.
+    private func start(_ row: DownloadRow, request: DownloadRequest) throws(DownloadError) -> DownloadTask {
+        let id = row.id
+        let task = DownloadTask(
+            store: store, id: id,
+            makeRunner: { [self] events in runner(request, id: id, validated: true, events: events) },
+            ended: { [weak self] id in _ = self?.tasks.withLock { $0?.removeValue(forKey: id) } })
+        let open = tasks.withLock { tasks in
+            guard tasks != nil else { return false }
+            tasks?[id] = task
+            return true
         }
+        guard open else { throw .invalidRequest("the downloader has shut down: make a new one") }
+        store.writer.insert(row)
         task.start()
         return task
     }

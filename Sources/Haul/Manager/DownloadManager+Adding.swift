@@ -11,6 +11,7 @@ extension DownloadManager {
     /// (then it is queued again), a failed one is tried again.
     ///
     /// - Parameters:
+    ///   - request: what to download and where.
     ///   - priority: higher starts first; equal priorities start in the order added.
     ///   - dependencies: downloads that must complete first; if one fails or is removed, this
     ///     one fails with a ``DownloadError/Kind/dependency`` error.
@@ -35,9 +36,18 @@ extension DownloadManager {
     /// Adds many downloads in one step: one look in the store for the whole list, one group
     /// commit, O(n log n) in all. Each request's id, or why it was refused, in order.
     ///
-    /// - Parameter requeueExisting: a download that was already there is also queued again:
-    ///   a paused or failed one resumes, a completed one is checked against the server (one
-    ///   conditional request) — what running `haul get` again does.
+    /// - Parameters:
+    ///   - requests: what to download and where, in the order they are queued.
+    ///   - priority: higher starts first, as for ``add(_:priority:after:replacing:paused:)``.
+    ///   - dependencies: downloads that must complete before each of these.
+    ///   - replacing: another URL already downloading to the same file is removed instead of
+    ///     refusing the request.
+    ///   - paused: each waits until ``resume(_:)``.
+    ///   - requeueExisting: a download that was already there is also queued again:
+    ///     a paused or failed one resumes, a completed one is checked against the server (one
+    ///     conditional request) — what running `haul get` again does.
+    /// - Returns: each request's id, or why it was refused, in order.
+    /// - Throws: ``DownloadError`` when the manager has shut down or the store fails.
     public func add(
         contentsOf requests: [DownloadRequest], priority: Int = 0, after dependencies: [ID] = [],
         replacing: Bool = false, paused: Bool = false,

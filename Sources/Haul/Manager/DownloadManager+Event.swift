@@ -7,12 +7,20 @@ extension DownloadManager {
     /// ``completed(_:_:)``, ``failed(_:_:)`` or ``removed(_:)``. A download that never started
     /// can also be paused, failed (its dependency failed) or removed.
     public enum Event: Sendable {
+        /// The download joined the queue (``DownloadManager/add(_:priority:after:replacing:paused:)``).
         case added(ID)
+        /// An attempt began transferring.
         case started(ID)
+        /// A snapshot of a running download, at most every 100 ms while bytes flow.
         case progress(ID, DownloadProgress)
+        /// It stopped with its partial and record kept (a pause, a change, a shutdown), or was
+        /// held before it started.
         case paused(ID)
+        /// The file is complete, verified and at its final path.
         case completed(ID, DownloadResult)
+        /// It failed, was cancelled (kind ``DownloadError/Kind/cancelled``), or a dependency failed.
         case failed(ID, DownloadError)
+        /// It was removed and forgotten.
         case removed(ID)
 
         /// The download the event is about.
@@ -35,6 +43,7 @@ extension DownloadManager {
 
     /// A managed download as it stands.
     public struct Download: Sendable {
+        /// Its id in the store.
         public var id: ID
         /// The URL without any credentials it carries (``DownloadRequest/displayURL``); the
         /// request has it whole.
@@ -43,7 +52,9 @@ extension DownloadManager {
         public var destination: String
         /// False while ``destination`` is the folder asked for and the server has not named the file yet.
         public var destinationIsFile: Bool
+        /// Where it stands: queued, running, paused, completed or failed.
         public var status: DownloadStatus
+        /// Higher starts first among the queued (default 0).
         public var priority: Int
         /// Downloads that must complete before this one starts.
         public var dependencies: [ID]
@@ -56,8 +67,9 @@ extension DownloadManager {
         public var error: DownloadError?
         /// The request it runs with: its URL, the destination asked for, and its options.
         public var request: DownloadRequest
-        /// When the current or last attempt started and ended, in this process.
+        /// When the current or last attempt started, in this process.
         public var startedAt: ContinuousClock.Instant?
+        /// When the last attempt ended, in this process.
         public var endedAt: ContinuousClock.Instant?
     }
 
@@ -69,10 +81,15 @@ extension DownloadManager {
         public var totalBytes: Int64 = 0
         /// The summed rate of the running downloads.
         public var bytesPerSecond: Double = 0
+        /// Downloads waiting for their turn.
         public var queued = 0
+        /// Downloads transferring (or putting their file in place).
         public var running = 0
+        /// Downloads held until resumed.
         public var paused = 0
+        /// Downloads whose file is complete and in place.
         public var completed = 0
+        /// Downloads that failed or were cancelled.
         public var failed = 0
 
         /// Time left at the current rate, when bytes are flowing.

@@ -40,7 +40,7 @@ extension DownloadManager {
     ///
     /// A change of the rate limit alone applies at once to a running download, which goes on as
     /// it is. Any other change stops a running download and starts it again with the new
-    /// request, continuing from what it has on disk (a ``paused(_:)`` and a ``started(_:)``
+    /// request, continuing from what it has on disk (a ``Event/paused(_:)`` and a ``Event/started(_:)``
     /// event). The destination can change only while the download has written nothing; a
     /// finished one changes for its next attempt.
     ///

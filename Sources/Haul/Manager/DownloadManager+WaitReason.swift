@@ -18,7 +18,7 @@ extension DownloadManager {
     /// Why `id` waits, or nil when it is not waiting (running, finished, unknown).
     ///
     /// O(log n) at most, whatever the queue's length: the ready download's host is looked up
-    /// in ``DownloadQueue/blocked`` (one host's list), a dependency among the download's own.
+    /// in the queue's list of blocked downloads for that host, a dependency among the download's own.
     public func waitReason(of id: ID) -> WaitReason? {
         guard let entry = book.entries[id] else { return nil }
         switch entry.lifecycle.status {

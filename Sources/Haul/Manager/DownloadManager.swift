@@ -4,9 +4,9 @@ import Synchronization
 /// Many downloads at once: a persistent queue with a concurrency limit, priorities,
 /// dependencies, a per-host connection limit, and events — built for queues of 100,000.
 ///
-/// Each download's lifecycle is one ``DownloadLifecycle`` value; every status written to
+/// Each download's lifecycle is one `DownloadLifecycle` value; every status written to
 /// the store and every event comes from its transitions. No event costs work in proportion
-/// to the queue (``DownloadQueue``), and the store is written in group commits.
+/// to the queue (`DownloadQueue`), and the store is written in group commits.
 ///
 /// A manager opened on the same state folder after a crash (or `kill -9`) picks up the queue
 /// with ``restore()``: running downloads continue from their recorded ranges, queued stay
@@ -34,6 +34,7 @@ public actor DownloadManager {
         /// but never see each other's downloads (`haul get` and the daemon keep theirs apart).
         public var queue = "default"
 
+        /// Limits of at least 1 each, on the queue named `queue`.
         public init(maxConcurrentDownloads: Int = 5, maxConnectionsPerHost: Int = 16, queue: String = "default") {
             self.maxConcurrentDownloads = max(1, maxConcurrentDownloads)
             self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
@@ -180,8 +181,9 @@ public actor DownloadManager {
         return found
     }
 
-    /// How many downloads wait (queued or paused) and how many have stopped.
+    /// How many downloads wait (queued or paused).
     public var waitingCount: Int { book.index.waiting.count }
+    /// How many downloads have stopped (completed or failed).
     public var stoppedCount: Int { book.index.stopped.count }
 
     /// Where a waiting download stands in ``waiting(from:limit:)``, or nil.

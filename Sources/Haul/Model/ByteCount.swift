@@ -1,5 +1,6 @@
 /// Sizes on the command line: `1048576`, `512K`, `1M`, `2G` (binary multiples, as aria2 reads them).
 public enum ByteCount {
+    /// The number of bytes `text` says, or nil when it is not a size.
     public static func parse(_ text: String) -> Int64? {
         let multipliers: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
         guard let last = text.uppercased().last else { return nil }

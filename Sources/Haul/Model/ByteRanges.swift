@@ -54,7 +54,8 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
             })
     }
 
-    /// `"0-1048576,2097152-3145728"`: half-open ranges, the form kept in the store.
+    /// `"0-1048576,2097152-3145728"`: half-open ranges (`start-end`, the end not included: the
+    /// first range is bytes 0 through 1048575), the form kept in the store.
     public var description: String {
         ranges.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
     }
@@ -72,16 +73,34 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let parsed = ByteRanges(parsing: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad byte ranges \(text)"))
-        }
-        self = parsed
+    /// One range as JSON writes it: where it starts and how many bytes it holds, so that
+    /// no reader has to guess whether an end is inclusive (HTTP's `Range`) or not (Swift's `..<`).
+    private struct Span: Codable {
+        var offset: Int64
+        var length: Int64
     }
 
+    /// Reads `[{"offset": 0, "length": 1048576}, …]`, or the text form of ``description``
+    /// (`"0-1048576"`, half-open) that resume tokens of version 1 hold.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            guard let parsed = ByteRanges(parsing: text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad byte ranges \(text)"))
+            }
+            self = parsed
+            return
+        }
+        let spans = try container.decode([Span].self)
+        guard spans.allSatisfy({ $0.offset >= 0 && $0.length >= 0 && $0.offset <= Int64.max - $0.length }) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a byte range with a negative offset or length"))
+        }
+        self.init(spans.map { $0.offset..<($0.offset + $0.length) })
+    }
+
+    /// Writes `[{"offset": 0, "length": 1048576}, …]`: each range's first byte and its size.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(description)
+        try container.encode(ranges.map { Span(offset: $0.lowerBound, length: $0.upperBound - $0.lowerBound) })
     }
 }

@@ -6,9 +6,13 @@ import NIOCore
 public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
     /// A supported digest algorithm.
     public enum Algorithm: String, Sendable, Hashable, Codable, CaseIterable {
+        /// MD5 (`md5`): catches damage, not tampering.
         case md5 = "md5"
+        /// SHA-1 (`sha-1`).
         case sha1 = "sha-1"
+        /// SHA-256 (`sha-256`).
         case sha256 = "sha-256"
+        /// SHA-512 (`sha-512`).
         case sha512 = "sha-512"
 
         var hexLength: Int {
@@ -29,19 +33,19 @@ public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Parses aria2's form `ALGO=HEX` (`sha-256`, `sha256`, `sha-1`, `sha1`, `sha-512`, `md5`).
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
-    public init(parsing text: String) throws {
+    public init(parsing text: String) throws(DownloadError) {
         guard let equals = text.firstIndex(of: "=") else {
-            throw DownloadError.invalidRequest("bad checksum \"\(text)\": expected ALGORITHM=HEX, e.g. sha-256=…")
+            throw .invalidRequest("bad checksum \"\(text)\": expected ALGORITHM=HEX, e.g. sha-256=…")
         }
         let name = text[..<equals].lowercased()
         let hex = text[text.index(after: equals)...].lowercased()
         let normalised = name.replacingOccurrences(of: "sha", with: "sha-").replacingOccurrences(of: "--", with: "-")
         guard let algorithm = Algorithm(rawValue: name) ?? Algorithm(rawValue: normalised) else {
             let names = Algorithm.allCases.map(\.rawValue).joined(separator: ", ")
-            throw DownloadError.invalidRequest("unknown checksum algorithm \"\(name)\": use one of \(names)")
+            throw .invalidRequest("unknown checksum algorithm \"\(name)\": use one of \(names)")
         }
         guard hex.count == algorithm.hexLength, hex.allSatisfy(\.isHexDigit) else {
-            throw DownloadError.invalidRequest("bad \(algorithm.rawValue) checksum: expected \(algorithm.hexLength) hex digits")
+            throw .invalidRequest("bad \(algorithm.rawValue) checksum: expected \(algorithm.hexLength) hex digits")
         }
         self.algorithm = algorithm
         self.hex = hex

@@ -1,14 +1,33 @@
 import Foundation
 
-/// Why a download failed, as one line a person can act on.
+/// Why a download failed (or stopped), as one line a person can act on.
 ///
-/// A struct with a private code, so adding a reason never breaks a `switch` in a caller.
-/// Compare with the static members' ``Kind`` (`error.kind == .http`).
+/// A struct with a private code, so adding a kind or a reason never breaks a caller. Compare
+/// with the static members (`error.kind == .http`, `error.reason == .diskFull`), or `switch` on
+/// them with a `default:` case:
+///
+/// ```swift
+/// do {
+///     _ = try await task.result()
+/// } catch {
+///     switch error.kind {
+///     case .paused: saveForLater(error.resumeToken)
+///     case .io where error.reason == .diskFull: print("free some space:", error.path ?? "")
+///     case .http: print("the server said", error.status ?? 0)
+///     default: print(error)  // one line: what failed, on which URL or path, and why
+///     }
+/// }
+/// ```
 public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The broad class of a failure; the CLI maps it to an exit code.
+    ///
+    /// An extensible struct, not an enum: a later version may add kinds, so a `switch` over
+    /// ``DownloadError/kind`` needs a `default:` case. The kinds are ``http``, ``network``,
+    /// ``protocolViolation``, ``checksum``, ``io``, ``invalidRequest``, ``cancelled``,
+    /// ``dependency`` and ``paused``.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         fileprivate let name: String
-        /// The server answered with an HTTP error status.
+        /// The server answered with an HTTP error status (``DownloadError/status``).
         public static let http = Kind(name: "http")
         /// The network failed (connection refused, reset, stalled, timed out) and retries ran out.
         public static let network = Kind(name: "network")
@@ -16,17 +35,25 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         public static let protocolViolation = Kind(name: "protocol")
         /// The bytes did not match the checksum that was asked for.
         public static let checksum = Kind(name: "checksum")
-        /// A local file could not be read, written, locked or renamed.
+        /// A local file could not be read, written, locked or renamed (``DownloadError/path``,
+        /// ``DownloadError/errorNumber`` and ``DownloadError/reason`` say which and why).
         public static let io = Kind(name: "io")
         /// The request itself is unusable (a malformed URL, a bad option).
         public static let invalidRequest = Kind(name: "invalid-request")
-        /// The download was cancelled or paused before it finished.
+        /// The download was cancelled (its partial deleted), or the task awaiting
+        /// ``DownloadTask/result()`` was cancelled (the download itself goes on).
         public static let cancelled = Kind(name: "cancelled")
         /// A download this one depends on failed or was removed, so it never started.
         public static let dependency = Kind(name: "dependency")
+        /// The download was paused, or its ``Downloader`` shut down, before it finished: its
+        /// partial and record are kept, and ``DownloadError/resumeToken`` continues it.
+        public static let paused = Kind(name: "paused")
+        /// The kind's short name: `http`, `network`, `protocol`, `checksum`, `io`,
+        /// `invalid-request`, `cancelled`, `dependency` or `paused`.
         public var description: String { name }
 
-        static let all: [Kind] = [.http, .network, .protocolViolation, .checksum, .io, .invalidRequest, .cancelled, .dependency]
+        // New kinds go at the end: the store keeps a kind as its place in this list.
+        static let all: [Kind] = [.http, .network, .protocolViolation, .checksum, .io, .invalidRequest, .cancelled, .dependency, .paused]
 
         /// The number the store keeps.
         var storedValue: Int { (Self.all.firstIndex(of: self) ?? Self.all.firstIndex(of: .io)!) + 1 }
@@ -34,6 +61,8 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// What exactly went wrong, for the failures a caller may act on differently from the rest
     /// of their kind; nil for the others.
+    ///
+    /// Like ``Kind``, an extensible struct: compare with `==`, or `switch` with a `default:`.
     public struct Reason: Hashable, Sendable, CustomStringConvertible {
         fileprivate let name: String
         /// No byte arrived for the stall timeout (``Kind/network``).
@@ -48,9 +77,18 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         public static let readOnly = Reason(name: "read-only")
         /// The folder leads outside the one the download must stay in (``Kind/io``).
         public static let outsideFolder = Reason(name: "outside-folder")
+        /// The process may not read or write the path (`EACCES`, `EPERM`; ``Kind/io``).
+        public static let permissionDenied = Reason(name: "permission-denied")
+        /// A part of the path that should be a folder is a file (`ENOTDIR`; ``Kind/io``).
+        public static let notADirectory = Reason(name: "not-a-directory")
+        /// The reason's short name, as the store and the daemon's `errorMessage` keep it:
+        /// `stalled`, `connect-timeout`, `name-not-resolved`, `disk-full`, `read-only`,
+        /// `outside-folder`, `permission-denied` or `not-a-directory`.
         public var description: String { name }
 
-        static let all: [Reason] = [.stalled, .connectTimeout, .nameNotResolved, .diskFull, .readOnly, .outsideFolder]
+        static let all: [Reason] = [
+            .stalled, .connectTimeout, .nameNotResolved, .diskFull, .readOnly, .outsideFolder, .permissionDenied, .notADirectory,
+        ]
 
         /// The reason the store kept under `name`, if this version knows it.
         init?(storedName name: String) {
@@ -75,10 +113,19 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
     public let isRetryable: Bool
     /// The server's Retry-After, when it sent one.
     public let retryAfter: Duration?
+    /// The local file or folder a ``Kind/io`` error is about, when it is about one.
+    public let path: String?
+    /// The system's error number (`errno`: `ENOSPC`, `EROFS`, `ENOTDIR`, …) of a failed file
+    /// operation, for ``Kind/io``; compare with Glibc's constants.
+    public let errorNumber: Int32?
+    /// For ``Kind/paused``: the token that continues the download, in this process or another
+    /// (nil when it stopped before its file was named, with nothing on disk).
+    public let resumeToken: ResumeToken?
 
     init(
         kind: Kind, message: String, url: String? = nil, status: Int? = nil,
-        isRetryable: Bool = false, retryAfter: Duration? = nil, reason: Reason? = nil
+        isRetryable: Bool = false, retryAfter: Duration? = nil, reason: Reason? = nil,
+        path: String? = nil, errorNumber: Int32? = nil, resumeToken: ResumeToken? = nil
     ) {
         self.kind = kind
         self.reason = reason
@@ -87,6 +134,9 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         self.status = status
         self.isRetryable = isRetryable
         self.retryAfter = retryAfter
+        self.path = path
+        self.errorNumber = errorNumber
+        self.resumeToken = resumeToken
     }
 
     /// `URL: message`, or just the message when no URL is attached.
@@ -99,6 +149,19 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         var copy = self
         if copy.url == nil { copy.url = URLRedaction.redact(url) }
         return copy
+    }
+}
+
+extension DownloadError.Reason {
+    /// The reason a system error number gives, for the numbers a caller acts on.
+    init?(errno code: Int32) {
+        switch code {
+        case ENOSPC, EDQUOT: self = .diskFull
+        case EROFS: self = .readOnly
+        case EACCES, EPERM: self = .permissionDenied
+        case ENOTDIR: self = .notADirectory
+        default: return nil
+        }
     }
 }
 
@@ -143,18 +206,19 @@ extension DownloadError {
 
     /// A local file operation failed; `errno` explains why.
     static func io(_ action: String, path: String, errno code: Int32) -> DownloadError {
-        let reason: Reason? =
-            switch code {
-            case ENOSPC, EDQUOT: .diskFull
-            case EROFS: .readOnly
-            default: nil
-            }
-        return DownloadError(kind: .io, message: "cannot \(action) \(path): \(String(cString: strerror(code)))", reason: reason)
+        DownloadError(
+            kind: .io, message: "cannot \(action) \(path): \(String(cString: strerror(code)))", reason: Reason(errno: code), path: path,
+            errorNumber: code)
     }
 
     /// A local file operation failed for `reason`, as `message` says.
-    static func io(_ message: String, reason: Reason) -> DownloadError {
-        DownloadError(kind: .io, message: message, reason: reason)
+    static func io(_ message: String, path: String? = nil, reason: Reason, errorNumber: Int32? = nil) -> DownloadError {
+        DownloadError(kind: .io, message: message, reason: reason, path: path, errorNumber: errorNumber)
+    }
+
+    /// A local file failed, as `message` says, for no reason an `errno` names.
+    static func io(_ message: String, path: String) -> DownloadError {
+        DownloadError(kind: .io, message: message, path: path)
     }
 
     /// A local file or the store failed, as `message` says.
@@ -168,6 +232,16 @@ extension DownloadError {
     }
 
     static let cancelled = DownloadError(kind: .cancelled, message: "cancelled")
+
+    /// The task awaiting a result was cancelled; the download itself was not.
+    static let waitCancelled = DownloadError(
+        kind: .cancelled, message: "stopped waiting: the awaiting task was cancelled (the download goes on; cancel() stops it)")
+
+    /// The download stopped, its partial and record kept, and `token` continues it.
+    static func paused(_ token: ResumeToken?, becauseClosed closed: Bool = false) -> DownloadError {
+        let message = closed ? "paused: its downloader was shut down" : "paused"
+        return DownloadError(kind: .paused, message: message, url: token.map { URLRedaction.redact($0.url) }, resumeToken: token)
+    }
 
     /// A download `dependency` this one needed failed or went away.
     static func dependencyFailed(_ dependency: DownloadID, reason: String) -> DownloadError {

@@ -5,8 +5,10 @@ import Synchronization
 /// Eight bytes instead of a 16-character string (which Swift keeps on the heap): a queue of a
 /// million downloads holds a million of these in several indexes.
 public struct DownloadID: Hashable, Comparable, Sendable, Codable, CustomStringConvertible, LosslessStringConvertible {
+    /// The id's 64 bits.
     public let rawValue: UInt64
 
+    /// The id with these 64 bits.
     public init(rawValue: UInt64) {
         self.rawValue = rawValue
     }
@@ -17,6 +19,7 @@ public struct DownloadID: Hashable, Comparable, Sendable, Codable, CustomStringC
         rawValue = value
     }
 
+    /// The 16 lowercase hex digits (`5f1c02a000000001`).
     public var description: String {
         let digits = String(rawValue, radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
@@ -37,8 +40,10 @@ public struct DownloadID: Hashable, Comparable, Sendable, Codable, CustomStringC
 
     private static let sequence = Atomic<UInt64>(UInt64(UInt32.random(in: 1...UInt32.max)) << 32)
 
+    /// Ids compare by their bits: the ids one process makes follow each other.
     public static func < (a: DownloadID, b: DownloadID) -> Bool { a.rawValue < b.rawValue }
 
+    /// Reads the 16 hex digits of ``description``.
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let id = DownloadID(text) else {
@@ -47,6 +52,7 @@ public struct DownloadID: Hashable, Comparable, Sendable, Codable, CustomStringC
         self = id
     }
 
+    /// Writes the 16 hex digits of ``description``.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)

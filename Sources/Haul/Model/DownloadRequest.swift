@@ -28,9 +28,12 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     /// An extra request header.
     public struct Header: Sendable, Hashable, Codable {
+        /// The header's name, a token (`Authorization`).
         public var name: String
+        /// Its value, one line.
         public var value: String
 
+        /// A header; ``DownloadRequest/validate()`` checks it when the download starts.
         public init(name: String, value: String) {
             self.name = name
             self.value = value

@@ -9,6 +9,7 @@ public struct DownloadResult: Sendable, Hashable {
     /// True when the file was already there and complete, so nothing was downloaded.
     public var wasAlreadyComplete: Bool
 
+    /// A result with these fields (for tests and for callers that report a result of their own).
     public init(path: String, bytes: Int64, bytesFetched: Int64, wasAlreadyComplete: Bool) {
         self.path = path
         self.bytes = bytes

@@ -1,6 +1,15 @@
 /// Where a download stands.
 public enum DownloadStatus: String, Sendable, Codable, Hashable, CaseIterable {
-    case queued, running, paused, completed, failed
+    /// Waiting for its turn.
+    case queued
+    /// Transferring, or putting its file in place.
+    case running
+    /// Held until resumed; its partial and record are kept.
+    case paused
+    /// Its file is complete, verified and at its final path.
+    case completed
+    /// It failed or was cancelled; the error says which.
+    case failed
 
     /// The number the store keeps (a typed column, not a string).
     var storedValue: Int {

@@ -41,8 +41,10 @@ public struct NetworkOptions: Sendable, Hashable, Codable {
     /// download always opens one HTTP/1.1 connection per segment.
     public var http2 = false
 
+    /// The defaults: nothing set.
     public init() {}
 
+    /// Reads what was stored; a field that is missing keeps its default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let defaults = NetworkOptions()
@@ -93,8 +95,10 @@ public struct TLSOptions: Sendable, Hashable, Codable {
     /// The client certificate's private key (PEM) (aria2's `--private-key`).
     public var privateKey: String?
 
+    /// The defaults: nothing set.
     public init() {}
 
+    /// Reads what was stored; a field that is missing keeps its default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         caCertificate = try container.decodeIfPresent(String.self, forKey: .caCertificate)

@@ -26,8 +26,10 @@ public struct ProxySettings: Sendable, Hashable, Codable {
     /// The password that goes with ``user`` (aria2's `--all-proxy-passwd`).
     public var password: String?
 
+    /// No proxy.
     public init() {}
 
+    /// Proxies for every URL (`all`), or by scheme, except for the hosts in `noProxy`.
     public init(all: String? = nil, http: String? = nil, https: String? = nil, noProxy: [String] = []) {
         self.all = all
         self.http = http
@@ -35,6 +37,7 @@ public struct ProxySettings: Sendable, Hashable, Codable {
         self.noProxy = noProxy
     }
 
+    /// Reads what was stored; a field that is missing keeps its default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         all = try container.decodeIfPresent(String.self, forKey: .all)

@@ -133,7 +133,7 @@ final class DownloadFolder: Sendable {
     }
 
     private static func outside(_ folder: String, root: String) -> DownloadError {
-        .io("\(folder) leads outside \(root) (a symbolic link or '..'); Haul writes this download only inside \(root)", reason: .outsideFolder)
+        .io("\(folder) leads outside \(root) (a symbolic link or '..'); Haul writes this download only inside \(root)", path: folder, reason: .outsideFolder)
     }
 
     /// Flushes the folder itself, so the names made and renamed in it survive a crash.

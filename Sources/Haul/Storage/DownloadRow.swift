@@ -205,9 +205,24 @@ extension DownloadRequest.Destination {
 }
 
 extension ByteRanges: DatabaseValueConvertible {
+    /// The text form of ``description``, as the store keeps it.
     public var databaseValue: DatabaseValue { description.databaseValue }
 
+    /// Reads the text form of ``description``.
     public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> ByteRanges? {
         String.fromDatabaseValue(dbValue).flatMap(ByteRanges.init(parsing:))
+    }
+}
+
+extension ResumeToken {
+    /// The token for the download `row` records.
+    init(_ row: DownloadRow) {
+        id = row.id.description
+        url = row.url
+        destination = row.path ?? row.request.destination.path
+        totalLength = row.totalLength
+        validators = row.validators
+        ranges = row.ranges
+        checksum = row.request.checksum
     }
 }

@@ -149,7 +149,7 @@ final class FileCommitter: Sendable {
             guard errno == EEXIST else { return .failed(.io("create", path: entry.destination, errno: errno)) }
             do {
                 guard try part.name() else {
-                    return .failed(.io("\(part.path) belongs to another download of \(entry.destination); this one was not kept"))
+                    return .failed(.io("\(part.path) belongs to another download of \(entry.destination); this one was not kept", path: part.path))
                 }
             } catch {
                 return .failed(error)
@@ -181,7 +181,7 @@ final class FileCommitter: Sendable {
         for candidate in FilePaths.candidates(beside: entry.destination) {
             if let placement = link(entry, at: candidate) { return placement }
         }
-        return .failed(.io("cannot find a free name next to \(entry.destination): \(FilePaths.maxSuffix) copies exist"))
+        return .failed(.io("cannot find a free name next to \(entry.destination): \(FilePaths.maxSuffix) copies exist", path: entry.destination))
     }
 
     /// One try of ``linkInPlace(_:)`` at `path`; nil when a different file is there.
@@ -207,7 +207,7 @@ final class FileCommitter: Sendable {
     }
 
     private static func appeared(_ entry: Entry) -> DownloadError {
-        .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)")
+        .io("\(entry.destination) appeared while downloading; the download is kept in \(entry.part.path)", path: entry.destination)
     }
 
     /// Whether the file at `path` (relative to the folder `directory`) holds exactly the bytes

@@ -72,7 +72,9 @@ final class PartFile: Sendable {
     /// the download starts it is stepped around (``isForeign(_:)``); appearing between that
     /// look and the open, it fails the download.
     static func foreign(_ path: String) -> DownloadError {
-        .io("\(path) is a symbolic link, a folder or a file with other links: not Haul's part file, so it is left alone; remove it or choose another name")
+        .io(
+            "\(path) is a symbolic link, a folder or a file with other links: not Haul's part file, so it is left alone; remove it or choose another name",
+            path: path)
     }
 
     /// Whether something is at `path` that ``init(path:in:)`` would refuse to open (a symbolic
@@ -215,7 +217,7 @@ final class PartFile: Sendable {
         // A failed fallocate can keep the blocks it got past the end of the file; truncating
         // to the current size hands them back.
         if let size = try? size() { _ = ftruncate(descriptor, off_t(size)) }
-        throw .io("not enough disk space for \(path): \(length) bytes needed; free some and run again", reason: .diskFull)
+        throw .io("not enough disk space for \(path): \(length) bytes needed; free some and run again", path: path, reason: .diskFull, errorNumber: ENOSPC)
     }
 
     /// Writes all of `buffer` at `offset`, retrying short writes and EINTR.

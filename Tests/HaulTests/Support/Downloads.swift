@@ -36,9 +36,8 @@ struct Harness {
     /// Downloads and returns the outcome, shutting the downloader down.
     func download(_ request: DownloadRequest) async throws -> Result<DownloadResult, DownloadError> {
         let downloader = try downloader()
-        let task = downloader.download(request)
         let result: Result<DownloadResult, DownloadError>
-        do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
+        do throws(DownloadError) { result = .success(try await downloader.download(request).result()) } catch { result = .failure(error) }
         try await downloader.shutdown()
         return result
     }
@@ -60,7 +59,7 @@ func downloadWhileAFileAppears(
     let server = try await FaultServer.start()
     server.serve("/f.bin", route)
     let downloader = try harness.downloader()
-    let task = downloader.download(harness.request(server.url("/f.bin"), file: "f.bin", configure))
+    let task = try await downloader.download(harness.request(server.url("/f.bin"), file: "f.bin", configure))
     for await progress in task.progress where progress.bytesDone > 0 { break }
     try harness.directory.write("f.bin", theirs)
     let result: Result<DownloadResult, DownloadError>
