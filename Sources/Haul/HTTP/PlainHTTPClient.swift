@@ -132,6 +132,10 @@ final class PlainHTTPClient: Sendable {
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelOption(ChannelOptions.autoRead, value: false)
             .channelOption(ChannelOptions.recvAllocator, value: allocator)
+            // Two reads per wake-up, not NIO's four: with the exchange's watermark, what one
+            // connection holds stays near half a MiB (measured: 4 connections of a 1 GiB
+            // download peaked 5 MiB lower and used less CPU than with four reads).
+            .channelOption(ChannelOptions.maxMessagesPerRead, value: 2)
             .connect(host: key.host, port: key.port)
             .flatMapThrowing { channel in
                 let handler = PlainHTTPHandler(
