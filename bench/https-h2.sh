@@ -31,7 +31,7 @@ done
 [[ -x /usr/bin/time ]] || { echo "error: /usr/bin/time not found; apt-get install -y time" >&2; exit 2; }
 
 HAUL=${HAUL:-}
-if [[ -z "$HAUL" ]]; then (cd "$REPO" && swift build -c release --product haul); HAUL=$REPO/.build/release/haul; fi
+if [[ -z "$HAUL" ]]; then (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul); HAUL=$REPO/.build/release/haul; fi
 mkdir -p "$WORK/www" "$WORK/tls"
 [[ "$(stat -c %s "$SRC" 2>/dev/null || echo 0)" == "$SIZE" ]] || head -c "$SIZE" /dev/urandom > "$SRC"
 SRC_SHA=$(sha256sum < "$SRC" | cut -d' ' -f1)

@@ -10,7 +10,7 @@
 #             1000x100K 10000x1K 100000x1K
 # --rounds N  rounds per job (default 3); the tool order rotates by one every round
 # --tools     comma-separated subset of curl,aria2c,haul (default: all three)
-# --haul PATH run this haul binary (default: build `swift build -c release --product haul` and run
+# --haul PATH run this haul binary (default: build `swift build -c release --static-swift-stdlib --product haul` and run
 #             .build/release/haul)
 # -j N        parallel downloads for every tool (default 16)
 # --cap S     a run still going after S seconds is stopped (`timeout S`) and reported as
@@ -61,7 +61,7 @@ command -v timeout >/dev/null && command -v sha256sum >/dev/null && command -v s
 if has haul; then
     if [[ -z "$HAUL" ]]; then
         # Build first: a failed build should stop us before minutes of downloading.
-        (cd "$REPO" && swift build -c release --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+        (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
         HAUL=$REPO/.build/release/haul
     fi
     HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")
