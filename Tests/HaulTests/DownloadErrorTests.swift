@@ -36,6 +36,34 @@ import Testing
         #expect(error?.path == harness.directory.file("plain"))
     }
 
+    /// `mkdir` says why a folder cannot be made, and the error keeps its number: EACCES in a
+    /// folder without write permission (not ENOTDIR, which Foundation's `createDirectory` made
+    /// of every failure), ENOTDIR only where a part of the path is a file.
+    @Test func aFolderThatCannotBeMadeSaysWhyInItsErrorNumber() throws {
+        let directory = try TestDirectory()
+        defer {
+            chmod(directory.file("locked"), 0o755)
+            directory.remove()
+        }
+        try directory.write("locked/.keep", [], creatingFolders: true)
+        try directory.write("plain", [1])
+        chmod(directory.file("locked"), 0o555)
+        #expect(FilePaths.makeFolders(directory.file("a/b/c")) == nil)
+        #expect(FilePaths.makeFolders(directory.file("a/b/c")) == nil, "made already")
+        #expect(FilePaths.makeFolders(directory.file("plain/x")) == ENOTDIR)
+        #expect(FilePaths.makeFolders(directory.file("plain")) == ENOTDIR)
+        // Root ignores permissions; /proc refuses anyone a new folder (ENOENT).
+        if geteuid() != 0 { #expect(FilePaths.makeFolders(directory.file("locked/x")) == EACCES) }
+        #expect(FilePaths.makeFolders("/proc/haul-test/x") == ENOENT)
+        #expect(throws: DownloadError.self) { try DestinationResolver.ensureFolder(of: "/proc/haul-test/f.bin") }
+        do throws(DownloadError) {
+            try DestinationResolver.ensureFolder(of: "/proc/haul-test/f.bin")
+        } catch {
+            #expect(error.errorNumber == ENOENT)
+            #expect(error.path == "/proc/haul-test")
+        }
+    }
+
     @Test func everyKindHasItsOwnStoredNumberAndPausedComesLast() {
         let numbers = DownloadError.Kind.all.map(\.storedValue)
         #expect(numbers == Array(1...9))

@@ -104,12 +104,7 @@ struct DestinationResolver: Sendable {
         if FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else { throw .io("write to", path: folder, errno: ENOTDIR) }
         } else {
-            do {
-                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            } catch {
-                let code = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code
-                throw .io("create folder", path: folder, errno: code.map(Int32.init) ?? ENOTDIR)
-            }
+            if let code = FilePaths.makeFolders(folder) { throw .io("create folder", path: folder, errno: code) }
         }
         guard access(folder, W_OK) == 0 else { throw .io("write to", path: folder, errno: errno) }
     }

@@ -177,6 +177,8 @@ extension DownloadManager {
     /// ones that were running first), paused stay paused, finished ones are remembered. An
     /// unfinished download reports what its partial file holds until it runs again.
     ///
+    /// Downloads start at once: ask for ``events()`` before restoring to see them start.
+    ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
         try await loadCounters()

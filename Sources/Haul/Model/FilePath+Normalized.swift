@@ -94,4 +94,23 @@ public enum FilePaths {
         if expanded.hasPrefix("/") { return normalized(expanded) }
         return normalized(FileManager.default.currentDirectoryPath + "/" + expanded)
     }
+
+    /// Makes `path` and every missing folder above it (`mkdir -p`; mode 0777 less the umask).
+    ///
+    /// - Returns: nil when the folder is there, or the `errno` of the step that failed:
+    ///   `EACCES`, `EPERM`, `EROFS`, `ENOSPC`, … as `mkdir` said it, `ENOTDIR` when a part of
+    ///   the path is a file. (Foundation's `createDirectory` hides the number.)
+    public static func makeFolders(_ path: String) -> Int32? {
+        let absolute = path.hasPrefix("/")
+        var current = absolute ? "" : "."
+        for part in normalized(path).split(separator: "/") {
+            current += "/" + part
+            if mkdir(current, 0o777) == 0 { continue }
+            let code = errno
+            var status = stat()
+            guard code == EEXIST, stat(current, &status) == 0 else { return code }
+            guard status.st_mode & S_IFMT == S_IFDIR else { return ENOTDIR }
+        }
+        return nil
+    }
 }

@@ -29,12 +29,7 @@ final class DownloadFolder: Sendable {
         var rootDescriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if rootDescriptor < 0, errno == ENOENT {
             // The download folder itself is the caller's choice: made as asked, like `mkdir -p`.
-            do {
-                try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-            } catch {
-                let code = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.code
-                throw .io("create folder", path: root, errno: code.map(Int32.init) ?? ENOTDIR)
-            }
+            if let code = FilePaths.makeFolders(root) { throw .io("create folder", path: root, errno: code) }
             rootDescriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         }
         guard rootDescriptor >= 0 else { throw .io("open the download folder", path: root, errno: errno) }
