@@ -10,7 +10,8 @@ Each daemon, started fresh on a free loopback port with throwaway folders, is gi
      of --batch; timed, but only as the set-up);
   2. --adds more, one aria2.addUri call each: ms per call (mean, median, p99, and the mean of the
      first and last tenth, to show growth with the queue);
-  3. --multicall more through system.multicall in batches of --batch: ms per download and per batch;
+  3. --multicall more through system.multicall in batches of --batch: ms per download and per batch,
+     and the daemon's CPU time per batch;
   4. --pages aria2.tellWaiting pages of --page-size, consecutive, centred on the middle of the
      queue: ms per page;
   5. the peak resident memory (VmHWM of /proc/PID/status) so far, then more paused downloads
@@ -75,6 +76,14 @@ def wait_for_port(port, process, seconds=30):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError("daemon did not listen on %d" % port)
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of the process so far (/proc/PID/stat), in seconds: less moved by a
+    busy machine than wall time (commits and writes on other threads of the daemon count too)."""
+    with open("/proc/%d/stat" % pid) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def memory_kib(pid):
@@ -161,16 +170,20 @@ def measure(name, command, port, workdir, args):
                 results["add last"] = statistics.fmean(latencies[-tenth:])
 
             batches = []
+            cpu = []
             remaining = args.multicall
             while remaining > 0:
                 count = min(args.batch, remaining)
+                cpu_start = cpu_seconds(process.pid)
                 start = time.perf_counter()
                 queue.add_batch(count)
                 batches.append(((time.perf_counter() - start) * 1000, count))
+                cpu.append((cpu_seconds(process.pid) - cpu_start) * 1000)
                 remaining -= count
             if batches:
                 results["multicall per download"] = sum(ms for ms, _ in batches) / sum(n for _, n in batches)
                 results["multicall per batch"] = statistics.median(ms for ms, _ in batches)
+                results["multicall cpu per batch"] = statistics.median(cpu)
                 results["multicall last batch"] = batches[-1][0]
             queue.check()
 
@@ -290,6 +303,7 @@ def main():
         ("addUri: mean of the last tenth", "add last"),
         ("system.multicall, batches of %d (%d), ms per download" % (args.batch, args.multicall), "multicall per download"),
         ("system.multicall: median ms per batch", "multicall per batch"),
+        ("system.multicall: median CPU ms per batch (the daemon's)", "multicall cpu per batch"),
         ("system.multicall: ms for the last batch", "multicall last batch"),
         ("tellWaiting, %d pages of %d from the middle, ms per page: median" % (args.pages, args.page_size), "page median"),
         ("tellWaiting: mean", "page mean"),
