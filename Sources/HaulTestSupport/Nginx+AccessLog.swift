@@ -36,6 +36,9 @@ extension NginxServer {
         public var via: String
         /// `TLSv1.3`, `TLSv1.2`, or `""` without TLS (`$ssl_protocol`).
         public var sslProtocol: String
+        /// The name the client asked for in TLS's SNI, `""` when it sent none or without TLS
+        /// (`$ssl_server_name`).
+        public var sslServerName: String
         /// `SUCCESS` when the client presented a certificate the client CA signed, `NONE` when it
         /// presented none, `FAILED:…` otherwise; `""` without TLS or client CA (`$ssl_client_verify`).
         public var sslClientVerify: String
@@ -49,11 +52,11 @@ extension NginxServer {
 
         /// The log_format, as JSON with `escape=json` (quotes and control bytes escaped).
         static let format =
-            #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection"}"#
+            #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslServerName":"$ssl_server_name","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection"}"#
 
         private enum CodingKeys: String, CodingKey {
             case serverProtocol, request, method, uri, status, bodyBytesSent, host, authorization, cookie
-            case userAgent, referer, range, via, sslProtocol, sslClientVerify, location, setCookie, connection
+            case userAgent, referer, range, via, sslProtocol, sslServerName, sslClientVerify, location, setCookie, connection
         }
 
         public init(from decoder: any Decoder) throws {
@@ -80,6 +83,7 @@ extension NginxServer {
             range = try text(.range)
             via = try text(.via)
             sslProtocol = try text(.sslProtocol)
+            sslServerName = try text(.sslServerName)
             sslClientVerify = try text(.sslClientVerify)
             location = try text(.location)
             setCookie = try text(.setCookie)

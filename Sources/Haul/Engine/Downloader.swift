@@ -62,7 +62,8 @@ public final class Downloader: Sendable {
     let committer = FileCommitter()
     /// The names in the folders downloads go to, for the look before the first request.
     let folders = FolderListings()
-    private let clients: HTTPClients
+    /// Internal, not private: tests read which client carried their requests.
+    let clients: HTTPClients
     /// Every download's cookies, as one store.
     let cookies = CookieStore()
     private let credentials = CredentialSource()

@@ -5,10 +5,11 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// The HTTP clients of one ``Downloader``: ``PlainHTTPClient`` for plain HTTP without a proxy,
-/// and an AsyncHTTPClient for direct HTTPS and one more for each proxy (connect timeout, HTTP
-/// version) some download asked for, each with its own connection pool.
-/// TLS settings are per request, so downloads with different trust share a client.
+/// The HTTP clients of one ``Downloader``: ``PlainHTTPClient`` for HTTP/1.1 (plain and TLS,
+/// direct and through an HTTP proxy), and an AsyncHTTPClient for each route (proxy, connect
+/// timeout, HTTP version) that needs one: HTTP/2 and SOCKS proxies, each with its own
+/// connection pool. TLS settings are per request, so downloads with different trust share a
+/// client; the TLS context of each set of ``TLSOptions`` is made once.
 final class HTTPClients: Sendable {
     /// What a client is made for.
     struct Route: Hashable, Sendable {
@@ -25,9 +26,18 @@ final class HTTPClients: Sendable {
     /// OpenSSL-based tools read it.
     private let systemTrust: NIOSSLTrustRoots
     private let clients = Mutex<[Route: HTTPClient]>([:])
-    /// Plain HTTP without a proxy: most requests of a list of small files.
+    /// HTTP/1.1 on NIO channels: every request but HTTP/2's and those through SOCKS proxies.
     let plain: PlainHTTPClient
-    private let tlsConfigurations = Mutex<[TLSOptions: TLSConfiguration]>([:])
+    /// Reading the files, and more so the system's trust store, and making a context cost
+    /// milliseconds: once per set of options, not per connection.
+    private let tls = Mutex<[TLSOptions: TLSSetup]>([:])
+
+    /// One set of ``TLSOptions``, ready: AsyncHTTPClient's requests carry the configuration,
+    /// ``PlainHTTPClient``'s connections share the context.
+    struct TLSSetup: Sendable {
+        var configuration: TLSConfiguration
+        var context: PlainHTTPClient.TLS
+    }
 
     init(stallTimeout: Duration, rateLimit: Int64?, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.stallTimeout = stallTimeout
@@ -44,6 +54,9 @@ final class HTTPClients: Sendable {
         }
     }
 
+    /// The routes AsyncHTTPClient serves so far: a test's proof of the path a request took.
+    var asyncHTTPClientRoutes: [Route] { clients.withLock { Array($0.keys) } }
+
     /// The client for `route`, made on first use.
     func client(for route: Route) -> HTTPClient {
         clients.withLock { clients in
@@ -54,12 +67,12 @@ final class HTTPClients: Sendable {
         }
     }
 
-    /// The TLS configuration for `options`, its files read once.
+    /// The TLS configuration and context for `options`, its files read once.
     ///
     /// - Throws: ``DownloadError`` (``DownloadError/Kind/invalidRequest``) when a certificate or
-    ///   key file cannot be read or parsed.
-    func tlsConfiguration(for options: TLSOptions) throws(DownloadError) -> TLSConfiguration {
-        if let known = tlsConfigurations.withLock({ $0[options] }) { return known }
+    ///   key file cannot be read or parsed, or the certificate and the key do not belong together.
+    func tls(for options: TLSOptions) throws(DownloadError) -> TLSSetup {
+        if let known = tls.withLock({ $0[options] }) { return known }
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.trustRoots = systemTrust
         if let ca = options.caCertificate {
@@ -81,18 +94,32 @@ final class HTTPClients: Sendable {
             } catch {
                 throw .invalidRequest("cannot read the private key \(key): \(Self.reason(error)); it must be an unencrypted PEM file")
             }
-            // Both read, but they may not belong together: only a context made of them tells
-            // (once per set of options), and then it is the options that are wrong, not the network.
-            do {
-                _ = try NIOSSLContext(configuration: configuration)
-            } catch {
+        }
+        // HTTP/1.1 only on this path: AsyncHTTPClient sets its own list for HTTP/2.
+        var plain = configuration
+        plain.applicationProtocols = ["http/1.1"]
+        let context: NIOSSLContext
+        do {
+            context = try NIOSSLContext(configuration: plain)
+        } catch {
+            // Both files read, but they may not belong together: only a context made of them
+            // tells, and then it is the options that are wrong, not the network.
+            if let certificate = options.certificate, let key = options.privateKey {
                 throw .invalidRequest(
                     "the client certificate \(certificate) and the private key \(key) do not belong together; give the key of that certificate")
             }
+            if case .file(let path) = systemTrust {
+                throw .invalidRequest("cannot read the trust store \(path) (SSL_CERT_FILE or SSL_CERT_DIR): \(Self.reason(error))")
+            }
+            throw .invalidRequest("cannot set up TLS: \(Self.reason(error))")
         }
-        let built = configuration
-        tlsConfigurations.withLock { $0[options] = built }
-        return built
+        let built = TLSSetup(configuration: configuration, context: PlainHTTPClient.TLS(context: context))
+        // Two first requests may both build one: the first stored is the one all use.
+        return tls.withLock { known in
+            if let first = known[options] { return first }
+            known[options] = built
+            return built
+        }
     }
 
     /// Closes every client.

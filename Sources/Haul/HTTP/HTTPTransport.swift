@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// An answer whose head has arrived; its body streams with backpressure.
 struct HTTPAnswer: Sendable {
@@ -12,8 +13,9 @@ struct HTTPAnswer: Sendable {
     var url: String
 }
 
-/// The engine's only door to the network, for one download: AsyncHTTPClient with the
-/// download's proxy, TLS trust, credentials, cookies and identity.
+/// The engine's only door to the network, for one download: ``PlainHTTPClient`` (or
+/// AsyncHTTPClient for HTTP/2 and SOCKS proxies) with the download's proxy, TLS trust,
+/// credentials, cookies and identity.
 ///
 /// Redirects are followed here (AsyncHTTPClient's own following is off), so that cookies set
 /// on the way are kept and sent on, credentials go only to the URL's own origin, and the limit
@@ -168,8 +170,23 @@ struct HTTPTransport: Sendable {
         var request = request
         let scheme = url.scheme
         let proxy = try network.proxy.server(scheme: scheme, host: url.host)
-        if scheme == "https" { request.tlsConfiguration = try clients.tlsConfiguration(for: network.tls) }
+        let tls = scheme == "https" ? try clients.tls(for: network.tls) : nil
+        // HTTP/2 is offered only on a download's one connection (docs/ARCHITECTURE.md, "HTTP/2").
+        let http2 = network.http2 && !separateConnections
         do {
+            if let tls, !http2, proxy == nil || proxy?.kind == .http {
+                // The tunnel's credentials go on the CONNECT, to the proxy; nothing inside the
+                // tunnel is the proxy's to read.
+                let tunnel = proxy.map { proxy in
+                    PlainHTTPClient.Tunnel(
+                        host: url.bareHost, port: url.effectivePort,
+                        proxyAuthorization: proxy.user.map { CredentialSource.basic($0, proxy.password ?? "") })
+                }
+                return try await clients.plain.execute(
+                    request.method, host: proxy?.host ?? url.bareHost, port: proxy?.port ?? url.effectivePort,
+                    tunnel: tunnel, tls: tls.context, target: url.target, headers: request.headers,
+                    connectTimeout: network.connectTimeout)
+            }
             if scheme == "http", let proxy, proxy.kind == .http {
                 // RFC 9112 §3.2.2: a request for an http:// URL goes to the proxy whole, in
                 // absolute form, as curl, wget and aria2 send it. A tunnel (CONNECT) is for
@@ -190,10 +207,8 @@ struct HTTPTransport: Sendable {
                     request.method, host: url.bareHost, port: url.effectivePort,
                     target: url.target, headers: request.headers, connectTimeout: network.connectTimeout)
             }
-            let client = clients.client(
-                for: .init(
-                    proxy: proxy, connectTimeout: network.connectTimeout,
-                    http2: network.http2 && !separateConnections))
+            request.tlsConfiguration = tls?.configuration
+            let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout, http2: http2))
             return try await client.execute(request, timeout: .hours(24 * 365))
         } catch {
             if var failure = TLSFailure(error), case .untrusted = failure.reason, proxy == nil {
@@ -249,6 +264,23 @@ struct HTTPTransport: Sendable {
         if error is CancellationError { return .cancelled }
         let through = proxy.map { " through the proxy \($0.host):\($0.port)" } ?? ""
         if let tls = TLSFailure(error) { return tls.error(host: host, ca: network.tls.caCertificate) }
+        if let error = error as? ProxyTunnelFailure {
+            let named = proxy.map { "the proxy \($0.host):\($0.port)" } ?? "the proxy"
+            switch error.reason {
+            case .wantsCredentials:
+                return proxy.map(Self.wantsCredentials) ?? .network("a proxy wants credentials")
+            case .refused:
+                // Not retried: the proxy's rules or its credentials say no, and will again.
+                return DownloadError(kind: .network, message: "\(named) refused the tunnel to \(host):\(port) (check its rules and credentials)")
+            case .noAnswer:
+                return .network("\(named) did not answer")
+            case .closed:
+                return .network("\(named) closed the connection instead of opening a tunnel to \(host):\(port)")
+            }
+        }
+        if let error = error as? NIOSSLError, error == .uncleanShutdown {
+            return .network("the server closed the connection before the whole body arrived (without ending TLS)")
+        }
         if let error = error as? HTTPClientError {
             switch error {
             case .readTimeout: return .stalled(after: stallTimeout)

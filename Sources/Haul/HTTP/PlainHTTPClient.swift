@@ -2,28 +2,63 @@ import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import Synchronization
 
-/// Requests without a body over plain HTTP/1.1, straight to the server or to an HTTP proxy (in
-/// absolute form), on NIO channels with a keep-alive pool of its own: the path of every request
-/// of a list of small files.
+/// Requests without a body over HTTP/1.1, on NIO channels with a keep-alive pool of its own:
+/// plain HTTP straight to the server or to an HTTP proxy (in absolute form), and HTTPS straight
+/// to the server or through an HTTP proxy's tunnel (`CONNECT`), with NIOSSL's handler in front
+/// of the same HTTP handlers. The path of nearly every request: HTTP/2 and SOCKS proxies stay
+/// with AsyncHTTPClient.
 ///
 /// AsyncHTTPClient spends more per request than a small file costs to move: a transaction
 /// with its state machines, a task to register its cancellation, a deadline timer, a read
 /// timer armed and cancelled for every read, and an async producer for the body. Here a
 /// request is one exchange object and a write; the body parts of a small answer are read
 /// without a continuation; and stalls and idle connections are watched by one timer per
-/// connection. TLS, SOCKS proxies and HTTP/2 stay with AsyncHTTPClient.
+/// connection.
 final class PlainHTTPClient: Sendable {
+    /// What a connection is for: connections with equal keys serve each other's requests.
     struct Key: Hashable, Sendable {
+        /// Where the TCP connection goes: the server, or the proxy.
         var host: String
         var port: Int
+        /// The server behind the proxy at ``host``:``port``, reached through a tunnel.
+        var tunnel: Tunnel?
+        /// TLS with the server.
+        var tls: TLS?
+
+        /// The server the requests are for.
+        var server: (host: String, port: Int) {
+            guard let tunnel else { return (host, port) }
+            return (tunnel.host, tunnel.port)
+        }
+    }
+
+    /// A server reached through an HTTP proxy's `CONNECT`.
+    struct Tunnel: Hashable, Sendable {
+        var host: String
+        var port: Int
+        /// The `Proxy-Authorization` of the `CONNECT`: tunnels opened with other credentials
+        /// are other connections, so credentials the proxy would refuse are never passed over.
+        var proxyAuthorization: String?
+    }
+
+    /// The TLS settings of a connection: a context made once per set of ``TLSOptions`` (by
+    /// ``HTTPClients``), so the same context means the same trust and client certificate.
+    struct TLS: Hashable, Sendable {
+        let context: NIOSSLContext
+
+        static func == (left: TLS, right: TLS) -> Bool { left.context === right.context }
+        func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(context)) }
     }
 
     private struct Pool {
         var idle: [Key: [PlainHTTPConnection]] = [:]
         var live: [ObjectIdentifier: PlainHTTPConnection] = [:]
         var closed = false
+        /// Connections made so far, all kinds.
+        var opened = 0
     }
 
     /// How long a connection may wait in the pool (AsyncHTTPClient's setting in Haul).
@@ -47,13 +82,24 @@ final class PlainHTTPClient: Sendable {
     /// A kept-alive connection the server closed meanwhile fails before any byte of an answer;
     /// the request then goes again on another, as browsers and curl do for requests without a
     /// body.
+    ///
+    /// - Parameters:
+    ///   - host: where the connection goes: the server, or the proxy for a tunnel or for a
+    ///     request in absolute form.
+    ///   - tunnel: the server behind the proxy at `host`, reached through `CONNECT`.
+    ///   - tls: TLS with the server.
+    ///   - connectTimeout: for the TCP connection, the proxy's answer to `CONNECT` and the TLS
+    ///     handshake together.
     func execute(
-        _ method: HTTPMethod, host: String, port: Int, target: String, headers: HTTPHeaders,
-        connectTimeout: Duration
+        _ method: HTTPMethod, host: String, port: Int, tunnel: Tunnel? = nil, tls: TLS? = nil,
+        target: String, headers: HTTPHeaders, connectTimeout: Duration
     ) async throws -> HTTPClientResponse {
-        let key = Key(host: host, port: port)
+        let key = Key(host: host, port: port, tunnel: tunnel, tls: tls)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
-        if !head.headers.contains(name: "Host") { head.headers.add(name: "Host", value: Self.hostHeader(host: host, port: port)) }
+        if !head.headers.contains(name: "Host") {
+            let server = key.server
+            head.headers.add(name: "Host", value: Self.hostHeader(host: server.host, port: server.port, defaultPort: tls == nil ? 80 : 443))
+        }
         while true {
             let pooled = lease(key)
             let connection: PlainHTTPConnection
@@ -77,11 +123,15 @@ final class PlainHTTPClient: Sendable {
         }
     }
 
-    /// The `Host` header for `host` (an IPv6 address in brackets) and `port` (left out when 80).
-    static func hostHeader(host: String, port: Int) -> String {
+    /// The `Host` header for `host` (an IPv6 address in brackets) and `port` (left out when it
+    /// is the scheme's `defaultPort`).
+    static func hostHeader(host: String, port: Int, defaultPort: Int? = 80) -> String {
         let name = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-        return port == 80 ? name : "\(name):\(port)"
+        return port == defaultPort ? name : "\(name):\(port)"
     }
+
+    /// How many connections the client has made: a test's proof of the path a request took.
+    var connectionsOpened: Int { pool.withLock { $0.opened } }
 
     /// Closes every connection.
     func shutdown() {
@@ -125,6 +175,7 @@ final class PlainHTTPClient: Sendable {
         // The loop the asking task runs on, when it runs on one: its reads then wake no other thread.
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? group.next()
         let (allocator, stallTimeout) = (self.allocator, self.stallTimeout)
+        let deadline = NIODeadline.now() + TimeAmount(timeout)
         let release: @Sendable (PlainHTTPConnection) -> Void = { [weak self] in self?.release($0) }
         let forget: @Sendable (PlainHTTPConnection) -> Void = { [weak self] in self?.forget($0) }
         let future = ClientBootstrap(group: loop)
@@ -137,6 +188,12 @@ final class PlainHTTPClient: Sendable {
             // download peaked 5 MiB lower and used less CPU than with four reads).
             .channelOption(ChannelOptions.maxMessagesPerRead, value: 2)
             .connect(host: key.host, port: key.port)
+            .flatMap { channel in
+                Self.secure(channel, key, deadline: deadline).map { channel }.flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }
+            }
             .flatMapThrowing { channel in
                 let handler = PlainHTTPHandler(
                     stallTimeout: stallTimeout, idleTimeout: Self.idleTimeout,
@@ -150,6 +207,7 @@ final class PlainHTTPClient: Sendable {
         let connection = try await Self.cancellably(future) { $0.close() }
         let open = pool.withLock { pool in
             if pool.closed { return false }
+            pool.opened += 1
             pool.live[ObjectIdentifier(connection)] = connection
             return true
         }
@@ -158,6 +216,19 @@ final class PlainHTTPClient: Sendable {
             throw open ? ServerClosedConnection() : CancellationError()
         }
         return connection
+    }
+
+    /// Opens the tunnel, then TLS, on a new connection, as `key` asks.
+    private static func secure(_ channel: any Channel, _ key: Key, deadline: NIODeadline) -> EventLoopFuture<Void> {
+        var ready = channel.eventLoop.makeSucceededVoidFuture()
+        if let tunnel = key.tunnel {
+            ready = ProxyTunnelHandler.open(tunnel, on: channel, deadline: deadline)
+        }
+        if let tls = key.tls {
+            let serverName = key.server.host
+            ready = ready.flatMap { TLSHandshakeHandler.start(on: channel, context: tls.context, serverName: serverName, deadline: deadline) }
+        }
+        return ready
     }
 
     /// Waits for `future` unless the task is cancelled first; what it brings after that goes

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Synchronization
 
 /// One keep-alive HTTP/1.1 connection of a ``PlainHTTPClient``: one exchange at a time.
@@ -58,6 +59,8 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext?
     private var exchange: PlainHTTPExchange?
     private var keepAlive = true
+    /// The answer's body has neither a length nor chunks: only the connection's end ends it.
+    private var endsAtClose = false
     /// A read was asked for and has not completed.
     private var reading = false
     /// When the server last sent something, or the handler last started waiting for it.
@@ -101,6 +104,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         self.exchange = exchange
         keepAlive = head.isKeepAlive
+        endsAtClose = false
         lastActivity = .now()
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
@@ -123,6 +127,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             keepAlive = keepAlive && head.isKeepAlive
+            endsAtClose = !head.headers.contains(name: "Content-Length") && !head.headers.contains(name: "Transfer-Encoding")
             exchange.received(head)
         case .body(let part):
             exchange.received(part)
@@ -145,6 +150,11 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A TLS connection closed without TLS's own goodbye (close_notify), which many servers
+        // skip: before an answer or inside a body of known length, the connection's end and the
+        // HTTP parser say what it means (a stale connection, a body cut short). Only a body that
+        // ends with the connection cannot tell a cut from its end without it (RFC 8446 §6.1).
+        if let tls = error as? NIOSSLError, tls == .uncleanShutdown, !(exchange?.answered == true && endsAtClose) { return }
         exchange?.fail(error)
         exchange = nil
         context.close(promise: nil)

@@ -29,7 +29,9 @@ struct TLSFailure: Sendable {
             reason = .wrongName
             return
         }
-        guard let error = error as? NIOSSLError else { return nil }
+        // A connection closed without close_notify is no handshake failure: the transport says
+        // what it cut.
+        guard let error = error as? NIOSSLError, error != .uncleanShutdown else { return nil }
         switch error {
         case .handshakeFailed(let boring):
             let text = "\(boring)"
