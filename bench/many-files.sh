@@ -2,25 +2,29 @@
 # Many small files from a private nginx on 127.0.0.1: `curl -Z`, `aria2c -j16` and `haul get -j16`,
 # each fetching a whole job (COUNTxSIZE files) in one command, interleaved round by round. Prints
 # median wall time, CPU time (user + system) and peak RSS per job and tool, the time per file, and
-# checks every file of every run against a sha-256 manifest.
+# checks every file of every run against a sha-256 manifest. With --https, over TLS with HTTP/2
+# offered (a test CA made with openssl, once).
 #
-#   bench/many-files.sh [JOB...] [--rounds N] [--tools curl,aria2c,haul] [--haul PATH] [-j N] [--cap S]
+#   bench/many-files.sh [JOB...] [--rounds N] [--tools curl,aria2c,haul] [--haul PATH] [-j N] [--cap S] [--https]
 #
 # JOB         COUNTxSIZE, SIZE in bytes or with a K or M suffix (1024-based); default:
 #             1000x100K 10000x1K 100000x1K
 # --rounds N  rounds per job (default 3); the tool order rotates by one every round
-# --tools     comma-separated subset of curl,aria2c,haul (default: all three)
+# --tools     comma-separated subset of curl,aria2c,haul,haul-h2 (default: curl,aria2c,haul);
+#             haul-h2 is `haul get --http2` (HTTP/2 offered; only differs from haul over HTTPS)
 # --haul PATH run this haul binary (default: build `swift build -c release --static-swift-stdlib --product haul` and run
 #             .build/release/haul)
 # -j N        parallel downloads for every tool (default 16)
 # --cap S     a run still going after S seconds is stopped (`timeout S`) and reported as
 #             "did not finish"; that tool's later rounds of the same job are skipped (default 600)
+# --https     nginx serves HTTPS (HTTP/2 offered by ALPN); every tool is given the test CA. curl
+#             then multiplexes over HTTP/2 (its default over TLS), aria2c and haul speak HTTP/1.1
 # See bench/README.md for what is measured and the caveats.
 set -euo pipefail
 
 usage() { sed -n '2,/^# See/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-ROUNDS=3 JOBS=16 CAP=600 HAUL= TOOLS_ARG=curl,aria2c,haul
+ROUNDS=3 JOBS=16 CAP=600 HAUL= TOOLS_ARG=curl,aria2c,haul HTTPS=
 SPECS=()
 while (( $# )); do
     case "$1" in
@@ -29,6 +33,7 @@ while (( $# )); do
         --haul) HAUL=${2:-}; shift 2 ;;
         -j) JOBS=${2:-}; shift 2 ;;
         --cap) CAP=${2:-}; shift 2 ;;
+        --https) HTTPS=1; shift ;;
         -h|--help) usage ;;
         [0-9]*x[0-9]*) SPECS+=("$1"); shift ;;
         *) echo "error: unknown argument '$1'" >&2; usage ;;
@@ -38,7 +43,7 @@ for n in "$ROUNDS" "$JOBS" "$CAP"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "err
 (( ${#SPECS[@]} )) || SPECS=(1000x100K 10000x1K 100000x1K)
 IFS=, read -r -a TOOLS <<<"$TOOLS_ARG"
 for tool in "${TOOLS[@]}"; do
-    [[ "$tool" == curl || "$tool" == aria2c || "$tool" == haul ]] || { echo "error: unknown tool '$tool' (curl, aria2c, haul)" >&2; exit 2; }
+    [[ "$tool" =~ ^(curl|aria2c|haul|haul-h2)$ ]] || { echo "error: unknown tool '$tool' (curl, aria2c, haul, haul-h2)" >&2; exit 2; }
 done
 (( ${#TOOLS[@]} )) || { echo "error: no tools" >&2; exit 2; }
 
@@ -47,9 +52,11 @@ WORK=${TMPDIR:-/tmp}/haul-bench-many
 RUN=$WORK/run.$$
 source "$REPO/bench/nginx.sh"
 source "$REPO/bench/many-files-lib.sh"
+source "$REPO/bench/tls.sh"
 for spec in "${SPECS[@]}"; do parse_spec "$spec" >/dev/null; done
 
 has() { [[ " ${TOOLS[*]} " == *" $1 "* ]]; }
+HAUL_WANTED=; { has haul || has haul-h2; } && HAUL_WANTED=1
 missing=()
 [[ -n "$NGINX" ]] || missing+=(nginx)
 [[ -x /usr/bin/time ]] || missing+=(time)
@@ -58,7 +65,7 @@ has aria2c && ! command -v aria2c >/dev/null && missing+=(aria2)
 command -v timeout >/dev/null && command -v sha256sum >/dev/null && command -v split >/dev/null || missing+=(coreutils)
 (( ${#missing[@]} )) && { echo "error: missing tools; install them: apt-get install -y ${missing[*]}" >&2; exit 2; }
 
-if has haul; then
+if [[ -n "$HAUL_WANTED" ]]; then
     if [[ -z "$HAUL" ]]; then
         # Build first: a failed build should stop us before minutes of downloading.
         (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
@@ -81,12 +88,18 @@ trap 'exit 143' TERM
 for spec in "${SPECS[@]}"; do read -r count size < <(parse_spec "$spec"); make_job "$spec" "$count" "$size"; done
 
 mkdir -p "$RUN"
+SCHEME=http CA_CURL= CA_ARIA2= CA_HAUL=
+if [[ -n "$HTTPS" ]]; then
+    make_bench_tls "$WORK/tls"
+    SCHEME=https CA_CURL="--cacert $BENCH_CA" CA_ARIA2="--ca-certificate=$BENCH_CA" CA_HAUL="--ca-certificate $BENCH_CA"
+    export NGINX_TLS_CERT=$BENCH_CERT NGINX_TLS_KEY=$BENCH_KEY
+fi
 NGINX_WORKER_CONNECTIONS=4096 start_nginx "$RUN/nginx" "$WORK/www" || exit 2
 
 # The URL list (aria2's input-file format: a URL a line, for aria2c and haul) and curl's config
 # file (a url/output pair per file) of one job, made once per invocation since the port changes.
 make_lists() {
-    local spec=$1 base=http://127.0.0.1:$PORT/$1
+    local spec=$1 base=$SCHEME://127.0.0.1:$PORT/$1
     manifest_names "$spec" | awk -v b="$base" '{ print b "/" $0 }' > "$RUN/$spec.urls"
     manifest_names "$spec" |
         awk -v b="$base" -v o="$RUN/out" '{ printf "url = \"%s/%s\"\noutput = \"%s/%s\"\n", b, $0, o, $0 }' > "$RUN/$spec.curl"
@@ -95,9 +108,10 @@ make_lists() {
 command_for() {   # TOOL SPEC
     local out=$RUN/out list=$RUN/$2.urls
     case "$1" in
-        curl) echo "curl -s -S --no-progress-meter --fail -Z --parallel-max $JOBS -K $RUN/$2.curl" ;;
-        aria2c) echo "aria2c -q -j$JOBS -i $list --deferred-input=true --file-allocation=none -d $out" ;;
-        haul) echo "$HAUL get -j $JOBS -q -i $list -d $out --state-dir $RUN/state" ;;
+        curl) echo "curl -s -S --no-progress-meter --fail -Z --parallel-max $JOBS $CA_CURL -K $RUN/$2.curl" ;;
+        aria2c) echo "aria2c -q -j$JOBS -i $list --deferred-input=true --file-allocation=none $CA_ARIA2 -d $out" ;;
+        haul) echo "$HAUL get -j $JOBS -q -i $list -d $out $CA_HAUL --state-dir $RUN/state" ;;
+        haul-h2) echo "$HAUL get -j $JOBS -q --http2 -i $list -d $out $CA_HAUL --state-dir $RUN/state" ;;
     esac
 }
 
@@ -105,8 +119,8 @@ echo "== $0 ${*:-}"
 echo "machine: $(nproc) cores, $(uname -srm), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -m | awk '/^Mem:/ {print $2}') MiB"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "versions: $("$NGINX" -v 2>&1) | $(curl --version | head -n1 | cut -d' ' -f1-2)$(has aria2c && echo " | $(aria2c --version | head -n1)")"
-has haul && echo "haul: $HAUL ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no commit'))"
-echo "nginx: 127.0.0.1:$PORT, one process, sendfile, worker_connections 4096, no access log"
+[[ -n "$HAUL_WANTED" ]] && echo "haul: $HAUL ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no commit'))"
+echo "nginx: $SCHEME://127.0.0.1:$PORT, one process, sendfile, worker_connections 4096, no access log$([[ -n "$HTTPS" ]] && echo ", TLS with HTTP/2 offered, test CA $BENCH_CA")"
 echo "jobs: ${SPECS[*]}; rounds: $ROUNDS, tool order rotated each round; cap per run: ${CAP} s"
 echo "timed with: /usr/bin/time -f '%e %U %S %M' timeout $CAP COMMAND; between runs: rm -rf OUT STATE; sync"
 echo
