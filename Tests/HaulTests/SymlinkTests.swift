@@ -129,6 +129,31 @@ import Testing
         #expect(!dir.exists("elsewhere/deeper"))
     }
 
+    @Test func aDownloaderOpensItsDownloadFolderOnceAndAgainWhenItIsReplaced() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try dir.write("root/.keep", [], creatingFolders: true)
+        try dir.write("elsewhere/.keep", [], creatingFolders: true)
+        let folders = DownloadFolders()
+        let first = try folders.folder(dir.file("root"), beneath: dir.file("root"))
+        // A list of files into one folder: the same descriptor for each.
+        #expect(try folders.folder(dir.file("root"), beneath: dir.file("root")) === first)
+        // A folder below it is opened beneath the held root, made where missing.
+        let below = try folders.folder(dir.file("root/sub"), beneath: dir.file("root"))
+        #expect(below !== first && dir.exists("root/sub"))
+        // The root removed and made again (`rm -rf out; mkdir out`): the new folder is used.
+        #expect(rename(dir.file("root"), dir.file("old")) == 0)
+        try dir.write("root/.keep", [], creatingFolders: true)
+        let again = try folders.folder(dir.file("root"), beneath: dir.file("root"))
+        #expect(again !== first)
+        let part = try #require(PartFile.unnamed(path: dir.file("root/f.bin.part"), in: again))
+        #expect(try part.name())
+        #expect(dir.exists("root/f.bin.part") && !dir.exists("old/f.bin.part"))
+        // A link planted below the held root still leads nowhere.
+        symlink(dir.file("elsewhere"), dir.file("root/out"))
+        #expect(throws: DownloadError.self) { try folders.folder(dir.file("root/out"), beneath: dir.file("root")) }
+    }
+
     @Test func aFolderThatCannotBeFlushedIsAFailureNotASuccess() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }

@@ -13,6 +13,7 @@ struct DownloadRunner: Sendable {
     let store: Store
     let committer: FileCommitter
     let folders: FolderListings
+    let openFolders: DownloadFolders
     let transport: HTTPTransport
     let stallTimeout: Duration
     let clock: any Clock<Duration>
@@ -99,7 +100,7 @@ struct DownloadRunner: Sendable {
     ///   planted since the download was added) or cannot be made.
     func openFolder(of path: String) throws(DownloadError) -> DownloadFolder? {
         guard let root = request.confinement else { return nil }
-        return try DownloadFolder(FilePaths.folder(of: path), beneath: root)
+        return try openFolders.folder(FilePaths.folder(of: path), beneath: root)
     }
 
     /// Opens and locks `path.part`, waiting while another process holds it. Returns nil

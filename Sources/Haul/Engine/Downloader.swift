@@ -62,6 +62,8 @@ public final class Downloader: Sendable {
     let committer = FileCommitter()
     /// The names in the folders downloads go to, for the look before the first request.
     let folders = FolderListings()
+    /// The confined downloads' folders, held open.
+    let openFolders = DownloadFolders()
     /// Internal, not private: tests read which client carried their requests.
     let clients: HTTPClients
     /// Every download's cookies, as one store.
@@ -258,7 +260,7 @@ public final class Downloader: Sendable {
         if logger.logLevel <= .debug { logger[metadataKey: "download"] = .stringConvertible(id) }
         let limiters = [globalLimiter, limiter ?? request.rateLimit.map { RateLimiter(bytesPerSecond: $0, clock: configuration.clock) }]
         var runner = DownloadRunner(
-            request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders,
+            request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders, openFolders: openFolders,
             transport: transport(for: request), stallTimeout: configuration.stallTimeout,
             clock: configuration.clock, random: configuration.random,
             limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)

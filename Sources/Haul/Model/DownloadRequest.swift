@@ -167,7 +167,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// not to remember it. A password written inside the URL stays: the URL is the download's
     /// identity (give it with `--http-passwd` instead).
     public var withoutSecrets: DownloadRequest? {
-        let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+        let secretHeaders = Self.secretHeaders
         let proxy = network.proxy
         // Asked of every download that completes: most carry nothing, and are not copied.
         guard
@@ -184,6 +184,9 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         plain.headers.removeAll { secretHeaders.contains($0.name.lowercased()) }
         return plain == self ? nil : plain
     }
+
+    /// The headers ``withoutSecrets`` drops, lowercased.
+    private static let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
 
     /// The URL as it may be shown: without the credentials it may carry.
     public var displayURL: String { URLRedaction.redact(url) }
