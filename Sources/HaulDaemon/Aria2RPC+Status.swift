@@ -25,13 +25,15 @@ extension Aria2RPC {
         return objects
     }
 
-    /// `{"kind": "slot" | "host" | "dependency" | "paused" | "starting", …}`, numbers as strings.
+    /// `{"kind": "slot" | "writing" | "host" | "dependency" | "paused" | "starting", …}`, numbers as strings.
     func describe(_ reason: DownloadManager.WaitReason) async -> JSONValue {
         switch reason {
         case .paused: return ["kind": "paused"]
         case .starting: return ["kind": "starting"]
         case .slot(let running, let limit):
             return ["kind": "slot", "running": .string(String(running)), "limit": .string(String(limit))]
+        case .writing(let pending, let limit):
+            return ["kind": "writing", "pending": .string(String(pending)), "limit": .string(String(limit))]
         case .host(let host, let limit):
             return ["kind": "host", "host": .string(host), "limit": .string(String(limit))]
         case .dependency(let id):

@@ -124,4 +124,27 @@ import Testing
         }
         #expect(stored.count == 1 && !"\(stored)".contains("pw"))
     }
+
+    @Test func downloadsStillBeingWrittenBoundHowManyStart() {
+        var book = DownloadBook()
+        for number in UInt64(1)...4 { add(entry(number, position: Int64(number)), to: &book) }
+        let hosts = HostConnections(limit: 16)
+        #expect(launched(book.schedule(maxConcurrent: 1, hosts: hosts, maxCommitting: 2)) == [1])
+        // 1's bytes are all in: its slot goes to 2 while its file is written.
+        _ = book.transition(DownloadID(rawValue: 1)) { $0.transferred(1) }
+        hosts.release(1, host: "a.example")
+        #expect(book.committing == 1 && book.transferring == 0)
+        #expect(launched(book.schedule(maxConcurrent: 1, hosts: hosts, maxCommitting: 2)) == [2])
+        _ = book.transition(DownloadID(rawValue: 2)) { $0.transferred(1) }
+        hosts.release(1, host: "a.example")
+        // Two files wait to be written: a slot is free, but nothing starts until one is done.
+        #expect(book.committing == 2 && book.transferring == 0)
+        #expect(launched(book.schedule(maxConcurrent: 1, hosts: hosts, maxCommitting: 2)).isEmpty)
+        _ = book.transition(DownloadID(rawValue: 1)) { $0.attemptEnded(1, .success(Self.result)) }
+        #expect(book.committing == 1 && book.counts[.completed] == 1)
+        #expect(launched(book.schedule(maxConcurrent: 1, hosts: hosts, maxCommitting: 2)) == [3])
+        // A download that fails while being written counts no more either.
+        _ = book.transition(DownloadID(rawValue: 2)) { $0.attemptEnded(1, .failure(.io("disk full"))) }
+        #expect(book.committing == 0)
+    }
 }

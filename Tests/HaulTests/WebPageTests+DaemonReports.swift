@@ -42,6 +42,10 @@ extension WebPageTests {
             #expect(
                 try await page.evaluate("Fmt.waitText({ status: 'waiting', waitingReason: { kind: 'dependency', gid: 'abc', name: 'base.iso' } })")
                     == "Waiting for download base.iso")
+            // Finished downloads still being written hold the rest back (a disk slower than the network).
+            #expect(
+                try await page.evaluate("Fmt.waitText({ status: 'waiting', waitingReason: { kind: 'writing', pending: '256', limit: '256' } })")
+                    == "Waiting: 256 finished downloads are still being written to disk")
         }
     }
 

@@ -158,6 +158,9 @@ struct DownloadLifecycle: Sendable {
     /// Whether it counts among the downloads running at once (transferring, not committing).
     var holdsSlot: Bool { runningAttempt?.holdsSlot ?? false }
 
+    /// Whether every byte is in and its file is being put in place: running without a slot.
+    var isCommitting: Bool { runningAttempt.map { !$0.holdsSlot } ?? false }
+
     /// Attempt `number` ended with `outcome`; a stale attempt (one already accounted for) is ignored.
     mutating func attemptEnded(_ number: Int, _ outcome: Result<DownloadResult, DownloadError>) -> [Action] {
         guard case .running(let attempt) = state, attempt.number == number else { return [] }

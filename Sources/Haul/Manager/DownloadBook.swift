@@ -40,6 +40,12 @@ struct DownloadBook {
     var byFile: [String: ID] = [:]
     /// Downloads that hold a slot (transferring, not committing).
     var transferring = 0
+    /// Downloads whose bytes are all in and whose file is being flushed and put in place: they
+    /// gave their slot back, but each still holds its open part file and its task.
+    var committing = 0
+    /// Past this many downloads committing, no new one starts: a disk slower than the network
+    /// bounds the open files and the memory instead of letting thousands wait to be written.
+    static let maxCommitting = 256
     var counts: [DownloadStatus: Int] = [:]
     /// Bytes of the completed downloads.
     var completedBytes: Int64 = 0
@@ -129,6 +135,7 @@ struct DownloadBook {
         }
         counts[before.status, default: 0] -= 1
         counts[after.status, default: 0] += 1
+        committing += (after.isCommitting ? 1 : 0) - (before.isCommitting ? 1 : 0)
         if let result = before.result { completedBytes -= result.bytes }
         if let result = after.result { completedBytes += result.bytes }
         if Self.category(before) != Self.category(after) || oldKey != newKey || before.isQueued != after.isQueued {
@@ -231,13 +238,13 @@ struct DownloadBook {
     /// Starts what the limits allow: O(log n) per download started, whatever the queue's
     /// length. A download whose host has no free slot is set aside in that host's list until
     /// one frees.
-    mutating func schedule(maxConcurrent: Int, hosts: HostConnections) -> [Effect] {
+    mutating func schedule(maxConcurrent: Int, hosts: HostConnections, maxCommitting: Int = maxCommitting) -> [Effect] {
         // Hosts that have free slots again take back the downloads set aside for them.
         for host in index.blockedHosts {
             index.unblock(host: host, count: hosts.available(host))
         }
         var effects: [Effect] = []
-        while transferring < maxConcurrent, let key = index.popReady() {
+        while transferring < maxConcurrent, committing < maxCommitting, let key = index.popReady() {
             guard let entry = entries[key.id], entry.lifecycle.isQueued, entry.unmet == 0 else { continue }
             guard hosts.acquire(upTo: 1, host: entry.host) == 1 else {
                 index.block(key, host: entry.host)

@@ -7,6 +7,10 @@ extension DownloadManager {
         case paused
         /// Every one of the `limit` slots (`-j`) is taken by a running download.
         case slot(running: Int, limit: Int)
+        /// `pending` downloads have all their bytes and wait for their files to be flushed and
+        /// put in place; past `limit` of them no new download starts (a disk slower than the
+        /// network).
+        case writing(pending: Int, limit: Int)
         /// Its host has all of its `limit` connections open (`--max-connections-per-host`).
         case host(String, limit: Int)
         /// A download it depends on has not completed yet.
@@ -35,6 +39,7 @@ extension DownloadManager {
             return .host(entry.host, limit: hosts.limit)
         }
         if book.transferring >= maxConcurrent { return .slot(running: book.transferring, limit: maxConcurrent) }
+        if book.committing >= DownloadBook.maxCommitting { return .writing(pending: book.committing, limit: DownloadBook.maxCommitting) }
         if hosts.available(entry.host) == 0 { return .host(entry.host, limit: hosts.limit) }
         return .starting
     }

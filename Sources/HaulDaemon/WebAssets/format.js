@@ -136,6 +136,7 @@ const Fmt = (() => {
     const r = d.waitingReason || {};
     switch (r.kind) {
       case "slot": return "Waiting for a free slot (" + r.running + " of " + r.limit + " running)";
+      case "writing": return "Waiting: " + r.pending + " finished downloads are still being written to disk";
       case "host": return "Waiting: host " + r.host + " has its " + r.limit + " connections (--max-connections-per-host)";
       case "dependency": return "Waiting for download " + (r.name || r.gid);
       case "starting": return "Starting";
