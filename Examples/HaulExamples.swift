@@ -15,6 +15,7 @@ struct HaulExamples {
         "manager": managingDownloads,
         "networks": networks,
         "progress": watchProgress,
+        "mirrors": mirrors,
     ]
 
     static func main() async throws {

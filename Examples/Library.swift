@@ -36,3 +36,15 @@ func watchProgress() async throws {
         print(result.path, result.bytes, result.bytesFetched, result.wasAlreadyComplete)
     }
 }
+
+/// ResumeSemantics.md, several sources.
+func mirrors() async throws {
+    try await Downloader.withDownloader(.init()) { downloader in
+        var request = DownloadRequest(
+            sources: [.init(uri: "https://a.example.org/f.iso"), .init(uri: "https://b.example.net/f.iso")],
+            file: "/tmp/f.iso")
+        request.connections = 8  // one connection would use the first source only
+        let result = try await downloader.download(request).result()
+        print(result.path)
+    }
+}

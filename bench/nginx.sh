@@ -1,5 +1,5 @@
 # Sourced by the benchmarks: start_nginx DIR ROOT [LIMIT_RATE] starts a private nginx on a free
-# 127.0.0.1 port serving ROOT (its config, pid, logs and temp files under DIR) and sets PORT
+# 127.0.0.1 port (NGINX_ADDRESS: another loopback address, such as 127.0.0.2) serving ROOT (its config, pid, logs and temp files under DIR) and sets PORT
 # and NGINX_PID; stop_nginx stops it. With LIMIT_RATE, every connection is held to that many
 # bytes per second (nginx `limit_rate`), like a server that throttles each client connection.
 # Optional settings, read from the environment when start_nginx runs:
@@ -16,12 +16,12 @@ NGINX=$(command -v nginx || ls /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/
 NGINX_PID=
 
 start_nginx() {
-    local dir=$1 root=$2 limit=${3:-}
+    local dir=$1 root=$2 limit=${3:-} address=${NGINX_ADDRESS:-127.0.0.1}
     mkdir -p "$dir"
     # Try a few random ports: one that looks free can still be taken before nginx binds it.
     for _ in 1 2 3 4 5; do
         PORT=$(shuf -i 20000-60999 -n 1)
-        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && continue   # someone listens there
+        (exec 3<>"/dev/tcp/$address/$PORT") 2>/dev/null && continue   # someone listens there
         # master_process off: a single process serves, so `kill` stops everything.
         # `user root` because as root nginx would otherwise switch to an unprivileged user.
         cat > "$dir/nginx.conf" <<CONF
@@ -49,13 +49,13 @@ fi )
     server {
 $( if [[ -n "${NGINX_TLS_CERT:-}" && -n "${NGINX_TLS_KEY:-}" ]]; then
     if nginx_at_least 1.25.1; then
-        printf '        listen 127.0.0.1:%s ssl;\n        http2 on;\n' "$PORT"
+        printf '        listen %s:%s ssl;\n        http2 on;\n' "$address" "$PORT"
     else
-        printf '        listen 127.0.0.1:%s ssl http2;\n' "$PORT"
+        printf '        listen %s:%s ssl http2;\n' "$address" "$PORT"
     fi
     printf '        ssl_certificate "%s";\n        ssl_certificate_key "%s";\n' "$NGINX_TLS_CERT" "$NGINX_TLS_KEY"
 else
-    printf '        listen 127.0.0.1:%s;\n' "$PORT"
+    printf '        listen %s:%s;\n' "$address" "$PORT"
 fi )
         root "$root";
         ${NGINX_SERVER_EXTRA:-}
@@ -67,9 +67,9 @@ CONF
         NGINX_PID=$!
         for _ in $(seq 100); do   # up to 10 s
             if [[ -n "${NGINX_TLS_CERT:-}" ]]; then
-                curl -s -k -o /dev/null -I --max-time 1 "https://127.0.0.1:$PORT/" && return 0
+                curl -s -k -o /dev/null -I --max-time 1 "https://$address:$PORT/" && return 0
             else
-                curl -s -o /dev/null -I --max-time 1 "http://127.0.0.1:$PORT/" && return 0
+                curl -s -o /dev/null -I --max-time 1 "http://$address:$PORT/" && return 0
             fi
             kill -0 "$NGINX_PID" 2>/dev/null || break
             sleep 0.1

@@ -77,16 +77,16 @@ enum Aria2Options {
         }
     }
 
-    /// A new request for `url` from `options` over `defaults` (whose request is `template`), and
+    /// A new request for the file at `urls` (one URL, or one and its mirrors) from `options` over `defaults` (whose request is `template`), and
     /// whether to add it paused. Copies of one template share its options: a queue of 100,000
     /// downloads added with the daemon's defaults holds one set of them, not 100,000.
     static func request(
-        url: String, options: [String: JSONValue], defaults: GlobalOptions,
+        urls: [String], options: [String: JSONValue], defaults: GlobalOptions,
         template: DownloadRequest
     ) throws(RPCError) -> (DownloadRequest, paused: Bool) {
-        try validate(url: url)
+        for url in urls { try validate(url: url) }
         var request = template
-        request.url = url
+        request.sources = urls.map { DownloadRequest.Source(uri: $0) }
         if !options.isEmpty { try apply(options, to: &request, defaults: defaults) }
         return (request, try bool(options["pause"], "pause") ?? false)
     }

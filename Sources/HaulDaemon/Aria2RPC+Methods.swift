@@ -65,10 +65,11 @@ extension Aria2RPC {
 
     func addURI(_ p: Parameters) async throws(RPCError) -> JSONValue {
         let uris = try p.strings(0)
-        guard let url = uris.first else { throw .failed("URI is not provided.") }
+        guard !uris.isEmpty else { throw .failed("URI is not provided.") }
         let options = try p.object(1) ?? [:]
         if p.count > 2, try p.int(2) < 0 { throw .failed("Position must be greater than or equal to 0.") }
-        let (request, paused) = try Aria2Options.request(url: url, options: options, defaults: globals, template: template)
+        // Several URIs are sources of one file, as in aria2.
+        let (request, paused) = try Aria2Options.request(urls: uris, options: options, defaults: globals, template: template)
         let id: DownloadManager.ID
         do { id = try await manager.add(request, paused: paused) } catch { throw .failed(error.description) }
         if p.count > 2 {
@@ -112,17 +113,21 @@ extension Aria2RPC {
     func servers(_ p: Parameters) async throws(RPCError) -> JSONValue {
         let download = try await download(p.gid(0))
         guard download.status == .running else { throw .failed("No active download for GID#\(download.id)") }
-        return [
-            [
-                "index": "1",
-                "servers": [
-                    [
-                        "uri": .string(download.url), "currentUri": .string(download.url),
-                        "downloadSpeed": .string(String(download.downloadSpeed)),
-                    ]
-                ],
-            ]
-        ]
+        // Each source in use with its own speed; one URL's is the download's.
+        let speeds = download.progress?.sources ?? []
+        var servers: [JSONValue] = []
+        for (index, source) in download.request.sources.enumerated() {
+            let speed: Int64
+            if index < speeds.count {
+                guard speeds[index].dropped == nil else { continue }
+                speed = Int64(speeds[index].bytesPerSecond)
+            } else {
+                speed = download.request.sources.count == 1 ? download.downloadSpeed : 0
+            }
+            let uri = JSONValue.string(source.displayURI)
+            servers.append(["uri": uri, "currentUri": uri, "downloadSpeed": .string(String(speed))])
+        }
+        return [["index": "1", "servers": .array(servers)]]
     }
 
     func changePosition(_ p: Parameters) async throws(RPCError) -> JSONValue {
@@ -154,7 +159,7 @@ extension Aria2RPC {
         let deleting = try p.strings(2)
         let adding = try p.strings(3)
         for url in adding { try Aria2Options.validate(url: url) }
-        var uris = [download.url]
+        var uris = download.request.sources.map(\.uri)
         var deleted = 0
         for url in deleting {
             if let index = uris.firstIndex(of: url) {
@@ -164,11 +169,16 @@ extension Aria2RPC {
         }
         let position = p.count > 4 ? min(max(0, try p.int(4)), uris.count) : uris.count
         uris.insert(contentsOf: adding, at: position)
-        guard let url = uris.first else {
+        guard !uris.isEmpty else {
             throw .failed("GID#\(download.id) would have no URI left: add one in the same call")
         }
-        if url != download.url {
-            do { try await manager.change(download.id) { $0.url = url } } catch { throw .failed(error.description) }
+        // A URI given twice is one source.
+        var seen = Set<String>()
+        uris = uris.filter { seen.insert($0).inserted }
+        if uris != download.request.sources.map(\.uri) {
+            let kept = Dictionary(download.request.sources.map { ($0.uri, $0) }, uniquingKeysWith: { first, _ in first })
+            let sources = uris.map { kept[$0] ?? DownloadRequest.Source(uri: $0) }
+            do { try await manager.change(download.id) { $0.sources = sources } } catch { throw .failed(error.description) }
         }
         return [.int(Int64(deleted)), .int(Int64(adding.count))]
     }

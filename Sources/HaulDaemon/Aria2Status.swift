@@ -80,8 +80,12 @@ extension DownloadManager.Download {
         ]
     }
 
+    /// Every source of the file, each `used` while the download runs (they all are).
     var aria2URIs: JSONValue {
-        [["uri": .string(url), "status": .string(status == .running ? "used" : "waiting")]]
+        .array(
+            request.sources.map { source in
+                ["uri": .string(source.displayURI), "status": .string(status == .running ? "used" : "waiting")]
+            })
     }
 
     /// aria2's `bitfield`: one bit a piece of ``pieceLength``, the first piece in the highest

@@ -26,6 +26,11 @@ struct AddCommand: AsyncParsableCommand {
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
     var checksum: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Another URL of the same file (repeatable): the download spreads over the URL and its mirrors. Takes a single URL.", valueName: "url"))
+    var mirror: [String] = []
+
     @Flag(help: "Add it paused: it waits until haul resume.")
     var pause = false
 
@@ -36,6 +41,7 @@ struct AddCommand: AsyncParsableCommand {
     func validate() throws {
         if urls.isEmpty { throw ValidationError("give at least one URL") }
         if output != nil && urls.count > 1 { throw ValidationError("--output takes a single URL; use --dir for several") }
+        if !mirror.isEmpty && urls.count != 1 { throw ValidationError("--mirror takes a single URL") }
         if let output, output.isEmpty || output.hasSuffix("/") { throw ValidationError("--output must name a file") }
         if let checksum {
             do { _ = try Checksum(parsing: checksum) } catch { throw ValidationError("\(error)") }
@@ -48,7 +54,8 @@ struct AddCommand: AsyncParsableCommand {
         var refused = false
         for url in urls {
             do throws(ClientFailure) {
-                let answer = try await client.call("aria2.addUri", [[.string(url)], .object(options)])
+                let uris = ([url] + mirror).map { JSONValue.string($0) }
+                let answer = try await client.call("aria2.addUri", [.array(uris), .object(options)])
                 guard let gid = answer.string else { throw .unexpected("aria2.addUri", answer) }
                 StandardOutput.line(gid)
             } catch  where error.isRefusal {

@@ -33,6 +33,12 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
     var checksum: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Another URL of the same file (repeatable): the download spreads over the URL and its mirrors. Takes a single URL; in an input file, put a file's URLs on one line, separated by tabs.",
+            valueName: "url"))
+    var mirror: [String] = []
+
     @OptionGroup var transfer: TransferOptions
 
     @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
@@ -61,6 +67,10 @@ struct GetCommand: AsyncParsableCommand {
         if output != nil && (urls.count > 1 || inputFile != nil) {
             throw ValidationError("--output takes a single URL; use --dir for several")
         }
+        if !mirror.isEmpty && (urls.count != 1 || inputFile != nil) {
+            throw ValidationError("--mirror takes a single URL; in an input file, put a file's URLs on one line, separated by tabs")
+        }
+        if !mirror.isEmpty && output == "-" { throw ValidationError("--mirror cannot be used with --output -") }
         if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
         if let limitRate {
@@ -107,7 +117,7 @@ struct GetCommand: AsyncParsableCommand {
         let drawing = Task { await display.run() }
         var failures: [DownloadError] = []
         var input = try inputFile.map(InputFile.init(path:))
-        var pending = urls.map { InputEntry(url: $0) }
+        var pending = urls.map { InputEntry(url: $0, mirrors: mirror) }
         // Two URLs of this run for the same file: the second is an error, not a replacement.
         var urlOfFile: [String: String] = [:]
         // The options parsed once: every request shares them (one copy of the headers, not a million).
@@ -212,12 +222,12 @@ struct GetCommand: AsyncParsableCommand {
         }
     }
 
-    /// The request for one URL with the command's options; an entry's own `out=`, `dir=` and
+    /// The request for one URL (and its mirrors) with the command's options; an entry's own `out=`, `dir=` and
     /// `checksum=` win.
     private func request(for entry: InputEntry, template: DownloadRequest, checksum: Checksum?) throws -> DownloadRequest {
         let folder = entry.dir ?? directory
         var request = template
-        request.url = entry.url
+        request.sources = ([entry.url] + entry.mirrors).map { DownloadRequest.Source(uri: $0) }
         if let file = output ?? entry.out.map({ (folder as NSString).appendingPathComponent($0) }) {
             request.destination = .file(file)
         } else {

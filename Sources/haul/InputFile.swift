@@ -3,10 +3,12 @@ import Foundation
 
 /// `-i FILE`: aria2's input-file format, the subset Haul understands. A line with a URL starts
 /// an entry; lines indented by whitespace under it set that entry's options (`out=`, `dir=`,
-/// `checksum=`). Blank lines and `#` comments are skipped. With several tab-separated URLs on a
-/// line (aria2's mirrors), the first one is used.
+/// `checksum=`). Blank lines and `#` comments are skipped. Several URLs on a line, separated by
+/// tabs, are sources of one file (aria2's mirrors): the download spreads over all of them.
 struct InputEntry: Equatable {
     var url: String
+    /// The line's other URLs: more sources of the same file.
+    var mirrors: [String] = []
     var out: String?
     var dir: String?
     var checksum: String?
@@ -72,9 +74,9 @@ struct InputFile {
         let trimmed = Self.trimmingBlanks(line)
         if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
         guard line.first == " " || line.first == "\t" else {
-            let url = String(trimmed.split(separator: "\t").first ?? trimmed)
+            let urls = trimmed.split(separator: "\t").map { String(Self.trimmingBlanks($0)) }.filter { !$0.isEmpty }
             let finished = current
-            current = InputEntry(url: url)
+            current = InputEntry(url: urls.first ?? String(trimmed), mirrors: Array(urls.dropFirst()))
             return finished
         }
         guard current != nil, let equals = trimmed.firstIndex(of: "=") else {

@@ -14,12 +14,12 @@ import Testing
     @Test func downloadsAddedWithTheDefaultsShareTheirOptions() throws {
         let globals = GlobalOptions(dir: "/tmp/q", folders: FolderPolicy(root: "/tmp/q", confined: false))
         let template = Aria2Options.template(globals)
-        let (a, pausedA) = try Aria2Options.request(url: "http://h/a", options: [:], defaults: globals, template: template)
+        let (a, pausedA) = try Aria2Options.request(urls: ["http://h/a"], options: [:], defaults: globals, template: template)
         let (b, pausedB) = try Aria2Options.request(
-            url: "http://h/b", options: ["dir": "/tmp/q/sub", "pause": "true"],
+            urls: ["http://h/b"], options: ["dir": "/tmp/q/sub", "pause": "true"],
             defaults: globals, template: template)
         let (c, _) = try Aria2Options.request(
-            url: "http://h/c", options: ["split": "2", "max-connection-per-server": "2"],
+            urls: ["http://h/c"], options: ["split": "2", "max-connection-per-server": "2"],
             defaults: globals, template: template)
         #expect(a.sharesOptions(with: template) && b.sharesOptions(with: template))
         #expect(!c.sharesOptions(with: template) && c.connections == 2)

@@ -51,3 +51,39 @@ import Testing
         #expect(planner.isComplete)
     }
 }
+
+/// Connections of different speeds (several sources): work goes where it finishes soonest.
+@Suite struct SegmentPlannerSpeedTests {
+    @Test func anIdleConnectionTakesTheShareThatEndsBothTogether() {
+        var planner = SegmentPlanner(missing: [0..<3000], connections: 1, minimumSplit: 10)
+        let slow = planner.assign(rate: 100)!
+        planner.measured(slow.id, rate: 100)
+        // Three times as fast: it takes three quarters of the rest.
+        let fast = planner.assign(rate: 300)!
+        #expect(fast.next == 750 && fast.end == 3000)
+        #expect(planner.end(of: slow.id) == 750)
+    }
+
+    @Test func theSegmentExpectedToFinishLastIsSplitNotTheLargest() {
+        var planner = SegmentPlanner(missing: [0..<2000], connections: 2, minimumSplit: 10)
+        let big = planner.assign(rate: 1000)!
+        let small = planner.assign(rate: 10)!
+        planner.measured(big.id, rate: 1000)
+        planner.measured(small.id, rate: 10)
+        let thief = planner.assign(rate: 10)!
+        #expect(thief.end == 2000, "the slow segment (100 s left) is helped, not the big fast one (1 s)")
+    }
+
+    @Test func theEndGameHandsASlowSegmentsRestToAFastConnection() {
+        let rest = SegmentPlanner.endGameMinimum + 5
+        var planner = SegmentPlanner(missing: [0..<rest], connections: 1, minimumSplit: rest)
+        let slow = planner.assign(rate: 1024, source: 0)!
+        planner.measured(slow.id, rate: 1024)
+        #expect(planner.assign(rate: 1024, source: 1) == nil, "as slow: nothing worth taking")
+        #expect(planner.assign(rate: 8192, source: 0) == nil, "the same source is no faster, only luckier")
+        let fast = planner.assign(rate: 8192, source: 1)!
+        #expect(fast.next == 0 && fast.end == rest)
+        #expect(planner.end(of: slow.id) == 0, "the slow connection stops where it is")
+        #expect(planner.assign(rate: 1024, source: 0) == nil, "and does not take it back")
+    }
+}

@@ -112,4 +112,40 @@ import Testing
         await daemon.shutdown()
         try await downloader.shutdown()
     }
+
+    /// A state folder of schema v5 (before a download had sources): its rows read as downloads
+    /// from their one URL, and a download with mirrors can be written beside them.
+    @Test func aVersion5RowIsADownloadFromItsOneURL() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.file("state"), withIntermediateDirectories: true)
+        let queue = try DatabaseQueue(path: dir.file("state/state.sqlite"))
+        try Store.migrator.migrate(queue, upTo: "v5")
+        let id = DownloadID.next()
+        let request = DownloadRequest(url: "http://127.0.0.1:9/old.bin", file: dir.file("old.bin"))
+        try await queue.write { db in
+            // The row exactly as v5 wrote it: no sources column.
+            try db.execute(
+                sql: """
+                    INSERT INTO download (id, queue, url, destinationKind, destination, request, status, ranges, createdAt, updatedAt)
+                    VALUES (?, 'daemon', ?, 0, ?, ?, ?, ?, 0, 0)
+                    """,
+                arguments: [
+                    id.storedValue, request.url, request.destination.path, try DownloadRow.storedOptions(of: request),
+                    DownloadStatus.paused.storedValue, ByteRanges([0..<100]).description,
+                ])
+        }
+        try queue.close()
+
+        let store = try Store(directory: dir.file("state"))
+        let row = try #require(try await store.row(id))
+        #expect(row.request.sources == [.init(uri: "http://127.0.0.1:9/old.bin")])
+        #expect(row.ranges.byteCount == 100, "its progress is kept")
+        var mirrored = DownloadRow(
+            id: .next(), queue: "daemon", request: DownloadRequest(sources: [.init(uri: "http://a/f"), .init(uri: "http://b/f")], file: "/tmp/f"))
+        mirrored.status = .paused
+        store.writer.insert(mirrored)
+        try await store.flush()
+        #expect(try await store.row(mirrored.id)?.request.sources.map(\.uri) == ["http://a/f", "http://b/f"])
+    }
 }

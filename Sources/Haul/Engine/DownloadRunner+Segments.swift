@@ -6,6 +6,9 @@ extension DownloadError {
     /// (a 200, a 416, another range, another file): the transfer falls back to one stream,
     /// whose resume rules know what each of those means.
     static let rangesNotHonoured = DownloadError(kind: .protocolViolation, message: "the server stopped honouring ranges")
+
+    /// A mirror whose answer shows it does not serve the same file as the others.
+    static func otherFile(_ why: String) -> DownloadError { DownloadError(kind: .protocolViolation, message: why) }
 }
 
 extension DownloadRunner {
@@ -17,6 +20,8 @@ extension DownloadRunner {
         let part: PartFile
         let checkpointer: Checkpointer
         let board: SegmentBoard
+        /// The request's sources, in order; connections are spread over them.
+        let sources: [DownloadRequest.Source]
     }
 
     /// The holes left to fetch, when several connections are allowed and the server has shown
@@ -43,20 +48,44 @@ extension DownloadRunner {
         _ transfer: inout Transfer, missing: [Range<Int64>], trusted: ByteRanges,
         first: HTTPAnswer?
     ) async throws(DownloadError) -> Bool {
-        // Under a manager, connections beyond the first need free slots on the host.
-        let extra = lease?.acquire(upTo: request.connections - 1) ?? request.connections - 1
-        defer { lease?.release(extra) }
-        let connections = 1 + extra
+        let sources = request.sources
+        // Connections are dealt to the sources in turn, each beyond the download's first one
+        // taking a free slot on its source's host (under a manager; the host's limit is
+        // --max-connections-per-host), until the request's connections are all dealt.
+        let hosts = sources.map { HTTPURL.connectionHost(of: $0.uri) }
+        var dealt = Array(repeating: 0, count: sources.count)
+        dealt[0] = 1
+        var left = request.connections - 1
+        var progressed = true
+        while left > 0, progressed {
+            progressed = false
+            for index in sources.indices where left > 0 {
+                guard (lease?.acquire(upTo: 1, host: hosts[index]) ?? 1) == 1 else { continue }
+                dealt[index] += 1
+                left -= 1
+                progressed = true
+            }
+        }
+        defer {
+            for index in sources.indices { lease?.release(dealt[index] - (index == 0 ? 1 : 0), host: hosts[index]) }
+        }
+        let connections = dealt.reduce(0, +)
         let planner = SegmentPlanner(missing: missing, connections: connections, minimumSplit: request.minimumSplitSize)
         let context = SegmentContext(
             total: transfer.machine.total ?? 0, validators: transfer.machine.validators, destination: transfer.state.path,
-            part: transfer.part, checkpointer: transfer.checkpointer, board: SegmentBoard(planner: planner, written: trusted))
-        logger.debug("segmented", metadata: ["connections": "\(connections)", "holes": "\(missing.count)"])
+            part: transfer.part, checkpointer: transfer.checkpointer,
+            board: SegmentBoard(planner: planner, written: trusted, sources: sources.count), sources: sources)
+        logger.debug("segmented", metadata: ["connections": "\(dealt)", "holes": "\(missing.count)"])
         // The first answer's body starts at 0: the segment that starts there is its.
         let opening = first.flatMap { answer in context.board.assign().map { (segment: $0, answer: answer) } }
         let failure: DownloadError? = await withTaskGroup(of: DownloadError?.self) { group in
-            for index in 0..<connections {
-                group.addTask { await self.connection(context, opening: index == 0 ? opening : nil) }
+            var index = 0
+            for (source, count) in dealt.enumerated() {
+                for _ in 0..<count {
+                    let opens = index == 0 ? opening : nil
+                    group.addTask { await self.connection(context, source: source, opening: opens) }
+                    index += 1
+                }
             }
             var first: DownloadError?
             for await failure in group {
@@ -76,9 +105,12 @@ extension DownloadRunner {
         return context.board.isComplete
     }
 
-    /// One connection: takes segments until none is left, retrying on its own. `opening` is a
-    /// segment already assigned with the answer that serves it.
-    private func connection(_ context: SegmentContext, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?) async -> DownloadError? {
+    /// One connection to `source`: takes segments until none is left, retrying on its own.
+    /// `opening` is a segment already assigned with the answer that serves it. Ends without an
+    /// error when its source is dropped: the others fetch the rest.
+    private func connection(
+        _ context: SegmentContext, source: Int, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?
+    ) async -> DownloadError? {
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
         if let opening {
             do throws(DownloadError) {
@@ -90,18 +122,23 @@ extension DownloadRunner {
         }
         while !context.board.isComplete {
             if Task.isCancelled { return .cancelled }
-            guard let segment = context.board.assign() else {
+            guard context.board.isLive(source) else { return nil }
+            guard let segment = context.board.assign(source: source) else {
                 // Nothing worth splitting now; a failing connection may hand work back.
                 do { try await clock.sleep(for: .milliseconds(50)) } catch { return .cancelled }
                 continue
             }
             do throws(DownloadError) {
-                try await fetch(segment, context)
+                try await fetch(segment, from: source, context)
+                context.board.succeeded(source)
                 context.board.release(segment.id)
             } catch {
                 let madeProgress = (context.board.position(of: segment.id) ?? segment.next) > segment.next
                 context.board.release(segment.id)
-                if error == .rangesNotHonoured { return error }
+                if error.kind != .cancelled, !Task.isCancelled, dropped(source, after: error, context) {
+                    return nil
+                }
+                if error == .rangesNotHonoured || (source > 0 && error.kind == .protocolViolation) { return error }
                 do throws(DownloadError) {
                     try await wait(&retry, after: error, madeProgress: madeProgress)
                 } catch {
@@ -112,21 +149,49 @@ extension DownloadRunner {
         return nil
     }
 
-    /// Asks for one segment and writes its bytes until the segment's (possibly moved) end.
-    private func fetch(_ segment: SegmentPlanner.Segment, _ context: SegmentContext) async throws(DownloadError) {
+    /// Whether `source` is dropped after `error`, which is then said once. A source that
+    /// answers with an error status, refuses ranges or serves another file goes at once; one
+    /// whose requests fail (refused, reset, stalled) goes at its second failure in a row: a
+    /// mirror that stalls after a few bytes each time is gone after two, not kept alive by
+    /// them. The last source left is never dropped: its errors take the usual course.
+    private func dropped(_ source: Int, after error: DownloadError, _ context: SegmentContext) -> Bool {
+        guard context.sources.count > 1, context.board.isLive(source) else { return !context.board.isLive(source) }
+        let atOnce = error.kind == .http || error.kind == .protocolViolation
+        guard atOnce || context.board.failed(source) >= 2 else { return false }
+        let uri = context.sources[source].displayURI
+        guard context.board.drop(source, reason: error.message) else { return !context.board.isLive(source) }
+        logger.debug("source dropped", metadata: ["source": "\(uri)", "reason": "\(error.message)"])
+        events.note("dropped source \(uri): \(error.message)")
+        return true
+    }
+
+    /// Asks `source` for one segment and writes its bytes until the segment's (possibly moved) end.
+    private func fetch(_ segment: SegmentPlanner.Segment, from source: Int, _ context: SegmentContext) async throws(DownloadError) {
         var headers = self.headers
         headers.append(("Range", RangeHeader.value(from: segment.next, to: segment.end - 1)))
-        if let ifRange = context.validators.ifRange { headers.append(("If-Range", ifRange)) }
-        let answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
+        // Each source has its own validators: the first one's came with the download, a
+        // mirror's with its first answer.
+        let validators = source == 0 ? context.validators : context.board.validators(of: source)
+        if let ifRange = validators?.ifRange { headers.append(("If-Range", ifRange)) }
+        let answer = try await transport.send(.GET, url: context.sources[source].uri, headers: headers, stallTimeout: stallTimeout)
         let head = answer.head
         switch head.status {
         case 206:
-            guard let range = head.contentRange, range.first == segment.next, range.total == context.total,
-                !context.validators.contradicts(head.validators)
-            else { throw .rangesNotHonoured }
+            guard let range = head.contentRange, range.first == segment.next else {
+                throw source == 0 ? .rangesNotHonoured : .otherFile("it answered another range than asked")
+            }
+            guard range.total == context.total else {
+                guard source > 0 else { throw .rangesNotHonoured }
+                let length = range.total.map { "\($0) bytes" } ?? "an unknown length"
+                throw .otherFile("it serves \(length), not \(context.total) as the others")
+            }
+            if let validators, validators.contradicts(head.validators) {
+                throw source == 0 ? .rangesNotHonoured : .otherFile("its file changed (another ETag or Last-Modified)")
+            }
+            if source > 0 { context.board.learn(head.validators, of: source) }
             try await receive(answer.body, segment: segment, announcedEnd: range.last + 1, context)
         case 200, 416:
-            throw .rangesNotHonoured
+            throw source == 0 ? .rangesNotHonoured : .otherFile("it does not serve ranges (status \(head.status))")
         default:
             throw head.error
         }
@@ -148,11 +213,14 @@ extension DownloadRunner {
                 if isThrottled { try await throttle(after.accepted) }
                 if let ranges = after.checkpoint { try await context.checkpointer.request(ranges) }
                 if let report = after.report {
-                    events.progress(
-                        DownloadProgress(
-                            destination: context.destination, bytesDone: report.bytes,
-                            totalBytes: context.total, bytesPerSecond: report.bytesPerSecond,
-                            connections: report.connections))
+                    var progress = DownloadProgress(
+                        destination: context.destination, bytesDone: report.bytes,
+                        totalBytes: context.total, bytesPerSecond: report.bytesPerSecond,
+                        connections: report.connections)
+                    progress.sources = zip(context.sources, report.sources).map { source, state in
+                        .init(uri: source.displayURI, bytesPerSecond: state.rate, dropped: state.dropped)
+                    }
+                    events.progress(progress)
                 }
                 // Reached the end, or another connection took over the rest: stop reading.
                 if after.accepted < buffer.readableBytes { return }

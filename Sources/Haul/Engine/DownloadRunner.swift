@@ -170,9 +170,10 @@ struct DownloadRunner: Sendable {
     }
 }
 
-/// A claim on a host's connection slots: a segmented transfer asks it for extra connections.
+/// A claim on hosts' connection slots: a segmented transfer asks it for extra connections, on
+/// its own host or on a mirror's.
 protocol ConnectionLease: Sendable {
-    /// Takes up to `wanted` more slots; returns how many it got (0 when none is free).
-    func acquire(upTo wanted: Int) -> Int
-    func release(_ count: Int)
+    /// Takes up to `wanted` more slots on `host`; returns how many it got (0 when none is free).
+    func acquire(upTo wanted: Int, host: String) -> Int
+    func release(_ count: Int, host: String)
 }

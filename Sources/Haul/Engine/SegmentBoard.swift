@@ -1,9 +1,25 @@
 import Synchronization
 
-/// What the connections of one segmented transfer share: the plan, the bytes written, and
-/// when the next checkpoint and progress report are due. Held under one lock; every call is
-/// short and never awaits.
+/// What the connections of one segmented transfer share: the plan, the bytes written, the
+/// sources and how each one does, and when the next checkpoint and progress report are due.
+/// Held under one lock; every call is short and never awaits.
 final class SegmentBoard: Sendable {
+    /// One source of the file as this transfer sees it.
+    struct SourceState: Sendable {
+        /// The source's validators, once one of its answers gave them (each mirror has its own).
+        var validators: Validators?
+        /// Why it was dropped; nil while it is used.
+        var dropped: String?
+        /// Failed requests in a row (a request that fetched its whole segment ends the row).
+        var failures = 0
+        /// Bytes it served in this transfer.
+        var fetched: Int64 = 0
+        /// Its connections' typical bytes per second, once measured.
+        var rate: Double?
+        /// Its bytes per second, smoothed, for progress reports.
+        var meter = SpeedMeter()
+    }
+
     struct State {
         var planner: SegmentPlanner
         var written: ByteRanges
@@ -11,6 +27,9 @@ final class SegmentBoard: Sendable {
         var lastReport: ContinuousClock.Instant
         var meter = SpeedMeter()
         var fetched: Int64 = 0
+        var sources: [SourceState]
+        /// Which source each active segment is fetched from, and when and where it started.
+        var started: [Int: (source: Int, at: ContinuousClock.Instant, from: Int64)] = [:]
     }
 
     /// What a connection should do after writing.
@@ -21,25 +40,97 @@ final class SegmentBoard: Sendable {
         var finished = false
         /// Ranges to checkpoint now, when one is due.
         var checkpoint: ByteRanges?
-        /// Bytes done, the smoothed rate and the connections reading, when a progress report is due.
-        var report: (bytes: Int64, bytesPerSecond: Double, connections: Int)?
+        /// Bytes done, the smoothed rate, the connections reading and each source's rate and
+        /// why it was dropped (empty with one source), when a progress report is due.
+        var report: (bytes: Int64, bytesPerSecond: Double, connections: Int, sources: [(rate: Double, dropped: String?)])?
     }
 
     private let state: Mutex<State>
 
-    init(planner: SegmentPlanner, written: ByteRanges) {
+    init(planner: SegmentPlanner, written: ByteRanges, sources: Int = 1) {
         let now = ContinuousClock.now
-        state = Mutex(State(planner: planner, written: written, lastCheckpoint: (now, written.byteCount), lastReport: now))
+        state = Mutex(
+            State(
+                planner: planner, written: written, lastCheckpoint: (now, written.byteCount), lastReport: now,
+                sources: Array(repeating: SourceState(), count: max(1, sources))))
     }
 
-    func assign() -> SegmentPlanner.Segment? { state.withLock { $0.planner.assign() } }
+    /// Work for a connection to `source`: where it is expected to finish soonest.
+    func assign(source: Int = 0) -> SegmentPlanner.Segment? {
+        state.withLock { state in
+            guard state.sources[source].dropped == nil, let segment = state.planner.assign(rate: state.sources[source].rate, source: source) else {
+                return nil
+            }
+            state.started[segment.id] = (source, .now, segment.next)
+            return segment
+        }
+    }
+
+    /// Whether `source` is still used.
+    func isLive(_ source: Int) -> Bool { state.withLock { $0.sources[source].dropped == nil } }
+
+    /// Sources still used.
+    var liveSources: Int { state.withLock { $0.sources.count { $0.dropped == nil } } }
+
+    /// The sources as this transfer sees them.
+    var sources: [SourceState] { state.withLock { $0.sources } }
+
+    /// The validators `source` answered with first; later answers must not contradict them.
+    func validators(of source: Int) -> Validators? { state.withLock { $0.sources[source].validators } }
+
+    func learn(_ validators: Validators, of source: Int) {
+        state.withLock { state in
+            if state.sources[source].validators == nil { state.sources[source].validators = validators }
+        }
+    }
+
+    /// A request to `source` fetched all it was asked: its failures are no longer in a row.
+    func succeeded(_ source: Int) { state.withLock { $0.sources[source].failures = 0 } }
+
+    /// Counts a failure of `source`; returns how many it had in a row.
+    func failed(_ source: Int) -> Int {
+        state.withLock { state in
+            state.sources[source].failures += 1
+            return state.sources[source].failures
+        }
+    }
+
+    /// Stops using `source` for `reason` unless it is the last one left. Returns true when this
+    /// call dropped it (the caller says so, once), false when it was already dropped or is the
+    /// only source left.
+    func drop(_ source: Int, reason: String) -> Bool {
+        state.withLock { state in
+            guard state.sources[source].dropped == nil, state.sources.count(where: { $0.dropped == nil }) > 1 else { return false }
+            state.sources[source].dropped = reason
+            return true
+        }
+    }
 
     func end(of id: Int) -> Int64? { state.withLock { $0.planner.end(of: id) } }
 
     /// Where segment `id` writes next.
     func position(of id: Int) -> Int64? { state.withLock { state in state.planner.active.first { $0.id == id }?.next } }
 
-    func release(_ id: Int) { state.withLock { $0.planner.release(id) } }
+    func release(_ id: Int) {
+        state.withLock { state in
+            if let started = state.started.removeValue(forKey: id),
+                let next = state.planner.active.first(where: { $0.id == id })?.next
+            {
+                Self.measure(&state, source: started.source, bytes: next - started.from, since: started.at, now: .now)
+            }
+            state.planner.release(id)
+        }
+    }
+
+    /// Folds one segment's speed into its source's: a segment too short to time says nothing.
+    private static func measure(
+        _ state: inout State, source: Int, bytes: Int64, since start: ContinuousClock.Instant, now: ContinuousClock.Instant
+    ) {
+        let elapsed = (now - start) / .seconds(1)
+        guard elapsed >= 0.2, bytes > 0 else { return }
+        let rate = Double(bytes) / elapsed
+        state.sources[source].rate = state.sources[source].rate.map { ($0 + rate) / 2 } ?? rate
+    }
 
     var written: ByteRanges { state.withLock { $0.written } }
 
@@ -69,6 +160,7 @@ final class SegmentBoard: Sendable {
             }
             state.written.insert(offset..<offset + Int64(accepted))
             state.fetched += Int64(accepted)
+            if let source = state.started[id]?.source { state.sources[source].fetched += Int64(accepted) }
             let bytes = state.written.byteCount
             var outcome = AfterWrite(accepted: accepted, finished: offset + Int64(accepted) >= end)
             if bytes - state.lastCheckpoint.bytes >= Checkpointer.byteInterval
@@ -79,8 +171,24 @@ final class SegmentBoard: Sendable {
             }
             if now - state.lastReport >= DownloadRunner.progressInterval {
                 state.lastReport = now
+                // Each segment's speed so far: where the next idle connection helps most.
+                for segment in state.planner.active {
+                    guard let started = state.started[segment.id] else { continue }
+                    let elapsed = (now - started.at) / .seconds(1)
+                    if elapsed >= 0.2, segment.next > started.from {
+                        state.planner.measured(segment.id, rate: Double(segment.next - started.from) / elapsed)
+                    }
+                }
                 state.meter.sample(bytes: state.fetched, at: now)
-                outcome.report = (bytes, state.meter.bytesPerSecond, state.planner.active.count)
+                var sources: [(rate: Double, dropped: String?)] = []
+                if state.sources.count > 1 {
+                    for index in state.sources.indices {
+                        state.sources[index].meter.sample(bytes: state.sources[index].fetched, at: now)
+                        let source = state.sources[index]
+                        sources.append((source.dropped == nil ? source.meter.bytesPerSecond : 0, source.dropped))
+                    }
+                }
+                outcome.report = (bytes, state.meter.bytesPerSecond, state.planner.active.count, sources)
             }
             return outcome
         }

@@ -1,14 +1,31 @@
 /// Splits the missing bytes of a file among connections, aria2-style: each connection owns one
-/// segment at a time, and one that runs out of work takes the back half of the largest segment
-/// still in progress, down to a minimum size. A pure value; the transfer performs it.
+/// segment at a time, and one that runs out of work takes the back of the segment expected to
+/// finish last, down to a minimum size. A pure value; the transfer performs it.
+///
+/// With speeds (connections to several sources run at different rates), an idle connection
+/// takes the share of that segment that makes both end together, and near the end a connection
+/// to another source at least twice as fast takes over the whole rest of a slow one (the end
+/// game): a slow source never holds the finish.
 struct SegmentPlanner: Sendable {
     /// One connection's share: it writes at `next` and stops at `end`, which may move earlier
-    /// when another connection takes over the back half.
+    /// when another connection takes over the back of it.
     struct Segment: Equatable, Sendable {
         let id: Int
         var next: Int64
         var end: Int64
+        /// The bytes per second of the connection writing it, when known.
+        var rate: Double?
+        /// The source it is fetched from (an index in the request's sources).
+        var source = 0
         var remaining: Int64 { end - next }
+
+        init(id: Int, next: Int64, end: Int64, rate: Double? = nil, source: Int = 0) {
+            self.id = id
+            self.next = next
+            self.end = end
+            self.rate = rate
+            self.source = source
+        }
     }
 
     let minimumSplit: Int64
@@ -38,23 +55,54 @@ struct SegmentPlanner: Sendable {
 
     var isComplete: Bool { active.isEmpty && unassigned.isEmpty }
 
-    /// Work for an idle connection: an unassigned hole, else the back half of the largest
-    /// segment in progress. nil when there is nothing worth splitting.
-    mutating func assign() -> Segment? {
+    /// Work for an idle connection: an unassigned hole, else the back of the segment in
+    /// progress expected to finish last. nil when there is nothing worth splitting.
+    ///
+    /// - Parameters:
+    ///   - rate: the idle connection's expected bytes per second, when known. Without rates the
+    ///     largest segment is halved.
+    ///   - source: the idle connection's source; the end game takes over from other sources only
+    ///     (another connection to the same server is no faster, only luckier).
+    mutating func assign(rate: Double? = nil, source: Int = 0) -> Segment? {
         if !unassigned.isEmpty {
-            return start(unassigned.removeFirst())
+            return start(unassigned.removeFirst(), rate: rate, source: source)
         }
-        guard let index = active.indices.max(by: { active[$0].remaining < active[$1].remaining }),
-            active[index].remaining >= 2 * minimumSplit
+        // Seconds left of each segment; a segment of unknown speed is taken at the thief's.
+        func timeLeft(_ segment: Segment) -> Double {
+            Double(segment.remaining) / (segment.rate ?? rate ?? 1)
+        }
+        guard let index = active.indices.filter({ active[$0].remaining > 0 }).max(by: { timeLeft(active[$0]) < timeLeft(active[$1]) })
         else { return nil }
         let victim = active[index]
-        let middle = victim.next + victim.remaining / 2
-        active[index].end = middle
-        return start(middle..<victim.end)
+        // The share that makes both connections end together; half when a speed is unknown.
+        let fraction = rate.flatMap { thief in victim.rate.map { thief / (thief + $0) } } ?? 0.5
+        let share = Int64(Double(victim.remaining) * fraction)
+        if share >= minimumSplit, victim.remaining - share >= minimumSplit {
+            active[index].end = victim.end - share
+            return start(victim.end - share..<victim.end, rate: rate, source: source)
+        }
+        // End game: too little to split, but the idle connection is to another source at least
+        // twice as fast: it fetches the whole rest, and the slow one stops where it is.
+        if victim.source != source, let thief = rate, let slow = victim.rate, thief >= 2 * slow,
+            victim.remaining >= Self.endGameMinimum
+        {
+            active[index].end = victim.next
+            return start(victim.next..<victim.end, rate: rate, source: source)
+        }
+        return nil
     }
 
-    private mutating func start(_ range: Range<Int64>) -> Segment {
-        let segment = Segment(id: nextID, next: range.lowerBound, end: range.upperBound)
+    /// Below this, a segment's rest is not worth a new request even from a faster source.
+    static let endGameMinimum: Int64 = 16 << 10
+
+    /// Records the speed of the connection writing segment `id`.
+    mutating func measured(_ id: Int, rate: Double) {
+        guard let index = active.firstIndex(where: { $0.id == id }) else { return }
+        active[index].rate = rate
+    }
+
+    private mutating func start(_ range: Range<Int64>, rate: Double?, source: Int) -> Segment {
+        let segment = Segment(id: nextID, next: range.lowerBound, end: range.upperBound, rate: rate, source: source)
         nextID += 1
         active.append(segment)
         return segment

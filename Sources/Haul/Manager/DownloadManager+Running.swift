@@ -89,7 +89,7 @@ extension DownloadManager {
         }
         let limiter = downloader.limiter(request.rateLimit)
         let runner = downloader.runner(
-            request, id: id, revalidate: revalidate, lease: HostLease(connections: hosts, host: entry.host),
+            request, id: id, revalidate: revalidate, lease: HostLease(connections: hosts),
             validated: true, limiter: limiter, events: runEvents)
         let standIn = attemptRunner
         let (events, asked) = (runEvents, request)

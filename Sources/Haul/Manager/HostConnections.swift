@@ -39,16 +39,14 @@ final class HostConnections: Sendable {
 
     /// The host a URL's connections count against (lowercased; empty for a malformed URL,
     /// which then fails on its own).
-    static func host(of url: String) -> String {
-        HTTPURL(url)?.host.lowercased() ?? ""
-    }
+    static func host(of url: String) -> String { HTTPURL.connectionHost(of: url) }
 }
 
-/// A download's claim on its host's slots: the runner asks it for extra connections.
+/// A download's claim on hosts' slots: the runner asks it for extra connections, to its own
+/// host (which holds the download's first slot) and to its mirrors'.
 struct HostLease: ConnectionLease {
     let connections: HostConnections
-    let host: String
 
-    func acquire(upTo wanted: Int) -> Int { connections.acquire(upTo: wanted, host: host) }
-    func release(_ count: Int) { connections.release(count, host: host) }
+    func acquire(upTo wanted: Int, host: String) -> Int { connections.acquire(upTo: wanted, host: host) }
+    func release(_ count: Int, host: String) { connections.release(count, host: host) }
 }

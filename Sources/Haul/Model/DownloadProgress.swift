@@ -14,6 +14,26 @@ public struct DownloadProgress: Sendable, Hashable {
     public var connections: Int = 1
     /// A passing condition worth showing: "retrying in 2 s: 503 Service Unavailable".
     public var note: String?
+    /// How each source of a download from several does, in the request's order; empty for a
+    /// download from one URL.
+    public var sources: [SourceProgress] = []
+
+    /// One source of a download from several, as it does now.
+    public struct SourceProgress: Sendable, Hashable {
+        /// Its URI, without the credentials it may carry.
+        public var uri: String
+        /// Smoothed bytes per second from it (0 once it is dropped).
+        public var bytesPerSecond: Double
+        /// Why it is no longer used; nil while it is.
+        public var dropped: String?
+
+        /// A source's snapshot.
+        public init(uri: String, bytesPerSecond: Double, dropped: String? = nil) {
+            self.uri = uri
+            self.bytesPerSecond = bytesPerSecond
+            self.dropped = dropped
+        }
+    }
 
     /// The fraction done in `0...1`, when the length is known.
     public var fraction: Double? {

@@ -69,8 +69,17 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         }
     }
 
-    /// The `http` or `https` URL.
-    public var url: String
+    /// The first source's URL: the one URL of a download from one place. Setting it replaces the
+    /// first source's URI and keeps the others.
+    public var url: String {
+        get { sources.first?.uri ?? "" }
+        set {
+            if sources.isEmpty { sources = [Source(uri: newValue)] } else { sources[0].uri = newValue }
+        }
+    }
+    /// Where the file can be fetched from, in order of preference: the URL of a plain request, or
+    /// that URL and its mirrors. Every source must serve the same bytes.
+    public var sources: [Source]
     /// Where the file goes.
     public var destination: Destination
     /// Extra request headers (`Authorization`, `Cookie`, …), sent on every request.
@@ -133,7 +142,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     /// Everything but the URL and the destination, held once for all the copies of a request:
     /// the requests of a list of 100,000 made from one command line share one (a request is
-    /// 48 bytes, not 144, in each of them).
+    /// a few dozen bytes, not 144, in each of them).
     private var options = OptionsBox.standard
 
     /// Whether this request and `other` hold the very same options (not only equal ones): what
@@ -191,6 +200,9 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// The URL as it may be shown: without the credentials it may carry.
     public var displayURL: String { URLRedaction.redact(url) }
 
+    /// Whether the request has more than its one URL (or details of that URL worth keeping).
+    var hasMirrors: Bool { sources.count > 1 || sources.first.map { $0.priority != nil || $0.location != nil } == true }
+
     /// Connections a download may use: aria2's `-x` range.
     public static let connectionRange = 1...16
     /// The smallest `minimumSplitSize`.
@@ -199,7 +211,9 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// Reads a stored request; options added in later versions take their defaults.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        url = try container.decode(String.self, forKey: .url)
+        let url = try container.decode(String.self, forKey: .url)
+        // Requests stored before a download had sources carry only their URL.
+        sources = try container.decodeIfPresent([Source].self, forKey: .sources) ?? [Source(uri: url)]
         destination = try container.decode(Destination.self, forKey: .destination)
         var decoded = Options()
         decoded.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
@@ -216,7 +230,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case url, destination, headers, checksum, maxTries, retryWait, overwrite, connections, minimumSplitSize, rateLimit, network
+        case url, sources, destination, headers, checksum, maxTries, retryWait, overwrite, connections, minimumSplitSize, rateLimit, network
         case confinement
     }
 
@@ -225,6 +239,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(url, forKey: .url)
+        if hasMirrors { try container.encode(sources, forKey: .sources) }
         try container.encode(destination, forKey: .destination)
         if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
         try container.encodeIfPresent(checksum, forKey: .checksum)
@@ -240,23 +255,28 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     /// A request for `url` saved into `directory`.
     public init(url: String, directory: String) {
-        self.url = url
+        self.sources = [Source(uri: url)]
         self.destination = .directory(directory)
     }
 
     /// A request for `url` saved at `path`.
     public init(url: String, file path: String) {
-        self.url = url
+        self.sources = [Source(uri: url)]
         self.destination = .file(path)
     }
 
-    /// Checks the request once, for every way one is made: an `http`/`https` URL with a host,
-    /// headers that are one line each, connections in 1…16, at least one try, sane sizes.
+    /// Checks the request once, for every way one is made: `http`/`https` URLs with a host (each
+    /// source once), headers that are one line each, connections in 1…16, at least one try,
+    /// sane sizes.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
     public func validate() throws(DownloadError) {
-        guard let parsed = HTTPURL(url), parsed.scheme == "http" || parsed.scheme == "https" else {
-            throw .invalidRequest("not a URL Haul can download: it takes http:// and https:// URLs with a host")
+        if sources.count == 1 {
+            guard let parsed = HTTPURL(url), parsed.scheme == "http" || parsed.scheme == "https" else {
+                throw .invalidRequest("not a URL Haul can download: it takes http:// and https:// URLs with a host")
+            }
+        } else {
+            try validateSources()
         }
         guard !destination.path.isEmpty else { throw .invalidRequest("the destination is empty") }
         // The control characters (general category Cc) are exactly C0, DEL and C1: ranges, where

@@ -145,4 +145,10 @@ struct HTTPURL: Sendable, Equatable {
         (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
             || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
     }
+
+    /// The host a URL's connections count against (`--max-connections-per-host`): lowercased,
+    /// empty for a malformed URL, which then fails on its own.
+    static func connectionHost(of url: String) -> String {
+        HTTPURL(url)?.host.lowercased() ?? ""
+    }
 }

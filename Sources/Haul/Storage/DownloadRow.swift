@@ -92,7 +92,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     /// one encoding, not 100,000).
     static func storedOptions(of request: DownloadRequest) throws -> String {
         var options = request
-        options.url = ""
+        options.sources = [DownloadRequest.Source(uri: "")]
         options.destination = .file("")
         return try remembered(options, in: optionsJSON) { String(decoding: try encoder.encode(options), as: UTF8.self) }
     }
@@ -113,11 +113,23 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         return value
     }
 
-    /// The request from the `request` column and the URL and destination columns.
-    static func request(options json: String, url: String, destinationKind: Int, destination: String) throws -> DownloadRequest {
+    /// The `sources` column: empty for a download from its one URL (most of them, and every row
+    /// written before v6), else the JSON of every source, the first one's URI in `url` too.
+    static func storedSources(of request: DownloadRequest) throws -> String {
+        request.hasMirrors ? String(decoding: try encoder.encode(request.sources), as: UTF8.self) : ""
+    }
+
+    /// The request from the `request` column and the URL, sources and destination columns.
+    static func request(
+        options json: String, url: String, sources: String = "", destinationKind: Int, destination: String
+    ) throws -> DownloadRequest {
         // Rows of one list carry the same options: decoded once, and their copies share them.
         var request = try remembered(json, in: decodedOptions) { try JSONDecoder().decode(DownloadRequest.self, from: Data(json.utf8)) }
-        request.url = url
+        if sources.isEmpty {
+            request.sources = [DownloadRequest.Source(uri: url)]
+        } else {
+            request.sources = try JSONDecoder().decode([DownloadRequest.Source].self, from: Data(sources.utf8))
+        }
         request.destination = destinationKind == 0 ? .file(destination) : .directory(destination)
         return request
     }
@@ -126,7 +138,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         id = DownloadID(stored: row["id"])
         queue = row["queue"]
         request = try Self.request(
-            options: row["request"], url: row["url"], destinationKind: row["destinationKind"],
+            options: row["request"], url: row["url"], sources: row["sources"] ?? "", destinationKind: row["destinationKind"],
             destination: row["destination"])
         priority = row["priority"]
         position = row["position"]
@@ -152,7 +164,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         "id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
         "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
         "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
-        "createdAt", "updatedAt", "errorReason",
+        "createdAt", "updatedAt", "errorReason", "sources",
     ]
 
     /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
@@ -188,6 +200,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
             createdAt.timeIntervalSince1970,
             updatedAt.timeIntervalSince1970,
             errorReason?.description,
+            try Self.storedSources(of: request),
         ]
     }
 

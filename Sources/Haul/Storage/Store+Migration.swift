@@ -72,8 +72,9 @@ extension Store {
                 t.column("lastError", .text)
                 t.column("createdAt", .double).notNull()
                 t.column("updatedAt", .double).notNull()
-                // Since v4; here too because the rows below are written with every column.
+                // Since v4 and v6; here too because the rows below are written with every column.
                 t.column("errorReason", .text)
+                t.column("sources", .text).notNull().defaults(to: "")
             }
             try migrateToOneRow(db)
             try db.drop(table: "job")
@@ -100,6 +101,13 @@ extension Store {
                 t.column("name", .text).notNull()
                 t.column("value", .text).notNull()
                 t.primaryKey(["queue", "name"])
+            }
+        }
+        migrator.registerMigration("v6") { db in
+            // A download's sources besides its URL (mirrors): empty for a download from one URL,
+            // which every row written before is. A store migrated from v2 just now has it already.
+            if try !db.columns(in: "download").contains(where: { $0.name == "sources" }) {
+                try db.alter(table: "download") { t in t.add(column: "sources", .text).notNull().defaults(to: "") }
             }
         }
         return migrator

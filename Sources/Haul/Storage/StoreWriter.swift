@@ -11,7 +11,7 @@ import Synchronization
 struct RowPatch: Sendable {
     enum Column: Int, CaseIterable, Sendable {
         case status, errorKind, lastError, errorReason, finishOrder, path, resultBytes, fileModified, totalLength, etag,
-            lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination
+            lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination, sources
 
         /// The column's name in the `download` table.
         var name: String { Self.names[rawValue] }
@@ -123,6 +123,7 @@ struct RowPatch: Sendable {
         var patch = RowPatch()
         patch.set(.request, try DownloadRow.storedOptions(of: request))
         patch.set(.url, request.url)
+        patch.set(.sources, try DownloadRow.storedSources(of: request))
         patch.set(.destinationKind, request.destination.storedKind)
         patch.set(.destination, request.destination.path)
         return patch
