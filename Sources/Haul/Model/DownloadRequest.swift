@@ -72,14 +72,23 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// The first source's URL: the one URL of a download from one place. Setting it replaces the
     /// first source's URI and keeps the others.
     public var url: String {
-        get { sources.first?.uri ?? "" }
-        set {
-            if sources.isEmpty { sources = [Source(uri: newValue)] } else { sources[0].uri = newValue }
-        }
+        didSet { if !allSources.isEmpty { allSources[0].uri = url } }
     }
     /// Where the file can be fetched from, in order of preference: the URL of a plain request, or
     /// that URL and its mirrors. Every source must serve the same bytes.
-    public var sources: [Source]
+    public var sources: [Source] {
+        get { allSources.isEmpty ? [Source(uri: url)] : allSources }
+        set {
+            // A download from its one URL keeps no list: a queue of 1,000,000 URLs holds no
+            // array for each.
+            let plain = newValue.count == 1 && newValue[0].priority == nil && newValue[0].location == nil
+            allSources = plain || newValue.isEmpty ? [] : newValue
+            url = newValue.first?.uri ?? ""
+        }
+    }
+    /// Every source, when there is more to keep than the URL (mirrors, a priority, a location);
+    /// empty otherwise.
+    private var allSources: [Source] = []
     /// Where the file goes.
     public var destination: Destination
     /// Extra request headers (`Authorization`, `Cookie`, …), sent on every request.
@@ -201,7 +210,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     public var displayURL: String { URLRedaction.redact(url) }
 
     /// Whether the request has more than its one URL (or details of that URL worth keeping).
-    var hasMirrors: Bool { sources.count > 1 || sources.first.map { $0.priority != nil || $0.location != nil } == true }
+    var hasMirrors: Bool { !allSources.isEmpty }
 
     /// Connections a download may use: aria2's `-x` range.
     public static let connectionRange = 1...16
@@ -211,9 +220,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// Reads a stored request; options added in later versions take their defaults.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        let url = try container.decode(String.self, forKey: .url)
-        // Requests stored before a download had sources carry only their URL.
-        sources = try container.decodeIfPresent([Source].self, forKey: .sources) ?? [Source(uri: url)]
+        url = try container.decode(String.self, forKey: .url)
         destination = try container.decode(Destination.self, forKey: .destination)
         var decoded = Options()
         decoded.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
@@ -227,6 +234,8 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         decoded.network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
         decoded.confinement = try container.decodeIfPresent(String.self, forKey: .confinement)
         change { $0 = decoded }
+        // Requests stored before a download had sources carry only their URL.
+        if let sources = try container.decodeIfPresent([Source].self, forKey: .sources) { self.sources = sources }
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -255,13 +264,13 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     /// A request for `url` saved into `directory`.
     public init(url: String, directory: String) {
-        self.sources = [Source(uri: url)]
+        self.url = url
         self.destination = .directory(directory)
     }
 
     /// A request for `url` saved at `path`.
     public init(url: String, file path: String) {
-        self.sources = [Source(uri: url)]
+        self.url = url
         self.destination = .file(path)
     }
 
@@ -271,7 +280,8 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
     public func validate() throws(DownloadError) {
-        if sources.count == 1 {
+        if allSources.isEmpty {
+            guard !url.isEmpty else { throw .invalidRequest("a download needs at least one URL") }
             guard let parsed = HTTPURL(url), parsed.scheme == "http" || parsed.scheme == "https" else {
                 throw .invalidRequest("not a URL Haul can download: it takes http:// and https:// URLs with a host")
             }
