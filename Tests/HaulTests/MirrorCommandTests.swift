@@ -156,6 +156,32 @@ struct MirrorCommandTests {
         #expect(!dir.exists("copy/f0.bin"))
     }
 
+    @Test func includeExcludeAndLevelChooseWhatIsCopied() async throws {
+        guard Self.hasNginx else { return }
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let files = Self.tree()
+        try Self.write(files, into: dir, under: "www")
+        try await NginxServer.withServer(root: dir.file("www"), options: .init()) { nginx in
+            func mirror(_ options: [String], into folder: String) async throws -> [String: [UInt8]] {
+                let arguments = ["mirror", "-q", "--state-dir", dir.file("state")] + options + [nginx.url("/autoindex/"), dir.file(folder)]
+                let result = try await HaulProcess.capture(arguments, in: dir.path)
+                #expect(result.status == 0, "\(result.stderr)")
+                return Self.read(dir.file(folder))
+            }
+            let onlyF1 = try await mirror(["--include", "f1.bin", "--exclude", "d3"], into: "a")
+            #expect(onlyF1 == files.filter { $0.key.hasSuffix("/f1.bin") && !$0.key.hasPrefix("d3/") })
+            let noBins = try await mirror(["--exclude", "*.bin"], into: "b")
+            #expect(noBins == files.filter { !$0.key.hasSuffix(".bin") })
+            let oneFolder = try await mirror(["--include", "d0/sub 1/*"], into: "c")
+            #expect(oneFolder == files.filter { $0.key.hasPrefix("d0/sub 1/") })
+            let top = try await mirror(["--level", "0"], into: "d")
+            #expect(top == files.filter { !$0.key.contains("/") })
+            let twoLevels = try await mirror(["--level", "1"], into: "e")
+            #expect(twoLevels == files.filter { $0.key.split(separator: "/").count <= 2 })
+        }
+    }
+
     @Test func badInputIsOneClearLine() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
