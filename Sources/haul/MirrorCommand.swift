@@ -80,6 +80,11 @@ struct MirrorCommand: AsyncParsableCommand {
             Terminal.error("warning: TLS certificates are not checked: anyone on the way can read and change the downloads")
         }
         let root = FilePaths.absolute(directory)
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: root, isDirectory: &isFolder), !isFolder.boolValue {
+            Terminal.error("\(directory) is not a folder: give the folder to copy the tree into")
+            throw ExitCode(ExitStatus.unusable)
+        }
         let start = ListingRoot.folder(url)
         let downloader: Downloader
         do { downloader = try Downloader(configuration) } catch {
@@ -149,7 +154,7 @@ struct MirrorCommand: AsyncParsableCommand {
         summary.failed += report.failures.count
         if json {
             print(summary.json)
-        } else if !quiet {
+        } else if !quiet, report.listingsRead > 0 {
             Terminal.write(summary.table(dryRun: dryRun))
         }
         if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }

@@ -66,6 +66,8 @@ struct MirrorCommandTests {
             #expect(resync.count == files.count)
             // One conditional request a file, answered without a body.
             #expect(resync.allSatisfy { $0.status == 304 && $0.bodyBytesSent == 0 }, "\(resync.filter { $0.status != 304 })")
+            // On kept-alive connections: at most one a download slot (-j 16 by default), not one a file.
+            #expect(Set(resync.map(\.connection)).count <= 16, "\(Set(resync.map(\.connection)).count) connections")
             #expect(Self.read(dir.file("copy")) == files)
         }
     }
@@ -189,6 +191,17 @@ struct MirrorCommandTests {
         #expect(result.status == 64)
         #expect(result.stderr.contains("http:// or https://"))
         #expect(!dir.exists("copy"))
+
+        try dir.write("file", Array("x".utf8))
+        let notAFolder = try await HaulProcess.capture(["mirror", "http://127.0.0.1:9/", dir.file("file")], in: dir.path)
+        #expect(notAFolder.status == 2)
+        #expect(notAFolder.stderr.split(separator: "\n").count == 1 && notAFolder.stderr.contains("is not a folder"), "\(notAFolder.stderr)")
+
+        // Nothing listens there: one line says which listing could not be read.
+        let refused = try await HaulProcess.capture(
+            ["mirror", "--max-tries", "1", "--state-dir", dir.file("state"), "http://127.0.0.1:9/pub/", dir.file("copy")], in: dir.path)
+        #expect(refused.status == 4)
+        #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("http://127.0.0.1:9/pub/"), "\(refused.stderr)")
     }
 
     @Test func killNineDuringAMirrorThenRerunFetchesOnlyWhatIsMissing() async throws {
