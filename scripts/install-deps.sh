@@ -4,7 +4,9 @@
 # which is the binary without a system service on port 8888), squid (a company's HTTP proxy, run
 # with Debian's stock rules; its service is not started here), microsocks (a SOCKS5 proxy), openssl
 # (test certificates), curl (the client of the servers' own tests), Chromium (the daemon's web
-# page) and the aria2p client library from PyPI. Does nothing for what is already there.
+# page), apache2, lighttpd and caddy (whose directory listings `haul mirror` reads; their
+# services are not used: tests start each with a config of their own) and the aria2p client
+# library from PyPI. Does nothing for what is already there.
 set -euo pipefail
 
 packages=()
@@ -18,6 +20,9 @@ if [[ "${1:-}" == "--with-test-servers" ]]; then
     command -v curl >/dev/null 2>&1 || packages+=(curl ca-certificates)
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
+    [[ -x /usr/sbin/apache2 ]] || packages+=(apache2)
+    [[ -x /usr/sbin/lighttpd ]] || packages+=(lighttpd)
+    command -v caddy >/dev/null 2>&1 || packages+=(caddy)
 fi
 
 sudo=""

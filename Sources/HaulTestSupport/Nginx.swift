@@ -5,11 +5,13 @@ import NIOPosix
 /// A throwaway nginx on 127.0.0.1 serving the files of one folder, for tests and benchmarks.
 ///
 /// Everything nginx writes (config, pid file, logs, temp folders) lives in a private temp
-/// directory; it never reads `/etc/nginx` and never listens on port 80. Two locations serve
+/// directory; it never reads `/etc/nginx` and never listens on port 80. These locations serve
 /// the same folder:
 /// - `/` at full speed;
 /// - `/limited/`, rate-limited per connection when `limitRate` is given (unlimited otherwise),
-///   so one server can serve both fast and slow downloads of the same file.
+///   so one server can serve both fast and slow downloads of the same file;
+/// - `/autoindex/`, `/autoindex-json/` and `/autoindex-xml/`, with folder listings
+///   (`autoindex on`) in each of nginx's `autoindex_format`s: html, json and xml.
 ///
 /// ```swift
 /// let nginx = try await NginxServer.start(root: folder, limitRate: 64 * 1024)
@@ -253,6 +255,9 @@ extension NginxServer {
                     \(server.joined(separator: "\n        "))
                     location / { }
                     location /limited/ { alias "\(root)/"; \(rate) }
+                    location /autoindex/ { alias "\(root)/"; autoindex on; }
+                    location /autoindex-json/ { alias "\(root)/"; autoindex on; autoindex_format json; }
+                    location /autoindex-xml/ { alias "\(root)/"; autoindex on; autoindex_format xml; }
                 }
             }
 

@@ -13,6 +13,8 @@ struct ResponseHead: Sendable {
     var acceptsRanges: Bool
     var retryAfter: Duration?
     var contentDisposition: String?
+    /// The media type as sent (`text/html; charset=utf-8`).
+    var contentType: String?
     var isChunked: Bool
 
     init(status: Int, reason: String = "", headers: HTTPHeaders, now: Date = Date()) {
@@ -23,10 +25,12 @@ struct ResponseHead: Sendable {
         var chunked = false
         var ranges = false
         var length: String?, range: String?, etag: String?, lastModified: String?, retry: String?, disposition: String?
+        var type: String?
         for (name, value) in headers {
             switch name.utf8.count {
             case 4 where Self.named(name, "etag"): etag = etag ?? value
             case 11 where Self.named(name, "retry-after"): retry = retry ?? value
+            case 12 where Self.named(name, "content-type"): type = type ?? value
             case 13 where Self.named(name, "accept-ranges"): ranges = ranges || Self.lists(value, "bytes")
             case 13 where Self.named(name, "content-range"): range = range ?? value
             case 13 where Self.named(name, "last-modified"): lastModified = lastModified ?? value
@@ -37,6 +41,7 @@ struct ResponseHead: Sendable {
             }
         }
         isChunked = chunked
+        contentType = type
         contentLength = chunked ? nil : length.flatMap { Int64($0) ?? Int64($0.trimmingCharacters(in: .whitespaces)) }
         contentRange = range.flatMap(ContentRange.parse)
         unsatisfiedLength = range.flatMap(ContentRange.parseUnsatisfied)

@@ -233,3 +233,18 @@ extension DownloadManager {
         transition(id) { $0.requeue() }
     }
 }
+
+extension DownloadManager {
+    /// Every download the store keeps for this manager's queue, as it was stored, without
+    /// bringing any into the manager or starting one: what ``restore()`` would continue.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    package func storedDownloads() async throws(DownloadError) -> [Download] {
+        let rows = try await store.rows(queue: queue)
+        // Describing a row as restore() would must not move the manager's own counter.
+        let finishOrder = book.nextFinishOrder
+        let downloads = rows.map { describe(restoredEntry($0)) }
+        book.nextFinishOrder = finishOrder
+        return downloads
+    }
+}

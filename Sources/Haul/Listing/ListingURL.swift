@@ -1,0 +1,130 @@
+/// A listing page's URL, split the way links on it are checked: the origin a link must keep
+/// and the decoded path it must stay directly below.
+struct ListingURL: Sendable, Hashable {
+    /// The page's URL as given, ending with `/`.
+    let url: String
+    /// `scheme://host:port`, lowercased, the default port dropped, credentials left out.
+    let origin: String
+    /// The path's bytes, percent-decoded, ending with `/`.
+    let path: [UInt8]
+
+    /// Nil for anything but an absolute http(s) URL.
+    init?(_ text: String) {
+        guard let (origin, path) = Self.split(text) else { return nil }
+        var url = text
+        if let end = url.firstIndex(where: { $0 == "?" || $0 == "#" }) { url = String(url[..<end]) }
+        if !url.hasSuffix("/") { url += "/" }
+        self.url = url
+        self.origin = origin
+        var decoded = PercentEncoding.decode(path)
+        if decoded.last != UInt8(ascii: "/") { decoded.append(UInt8(ascii: "/")) }
+        self.path = decoded
+    }
+
+    /// The origin and the raw path of an absolute http(s) URL.
+    static func split(_ text: String) -> (origin: String, path: Substring)? {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let scheme = text[..<colon].lowercased()
+        guard scheme == "http" || scheme == "https", text[colon...].hasPrefix("://") else { return nil }
+        let rest = text[text.index(colon, offsetBy: 3)...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var host = authority.lowercased()
+        let defaultPort = scheme == "http" ? ":80" : ":443"
+        if host.hasSuffix(defaultPort) { host.removeLast(defaultPort.count) }
+        guard !host.isEmpty else { return nil }
+        var path = rest[authorityEnd...]
+        if let end = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<end] }
+        return (scheme + "://" + host, path.isEmpty ? "/" : path)
+    }
+
+    /// The decoded name of the direct child `href` links to, and whether it is a folder (a
+    /// final `/`); nil for any other link.
+    func child(of href: String) -> (name: [UInt8], isDirectory: Bool)? {
+        var link = Substring(href)
+        while let first = link.first, first.isWhitespace { link.removeFirst() }
+        while let last = link.last, last.isWhitespace { link.removeLast() }
+        if let hash = link.firstIndex(of: "#") { link = link[..<hash] }
+        // A query is a sort order or a script, never a file of the folder.
+        guard !link.isEmpty, !link.contains("?") else { return nil }
+        let rest: [UInt8]
+        if link.hasPrefix("/") || Self.hasScheme(link) {
+            let absolute =
+                link.hasPrefix("//") ? origin.prefix { $0 != ":" } + ":" + link : link.hasPrefix("/") ? origin + link : String(link)
+            guard let (linkOrigin, linkPath) = Self.split(absolute), linkOrigin == origin else { return nil }
+            let decoded = PercentEncoding.decode(linkPath)
+            guard decoded.count > path.count, decoded.starts(with: path) else { return nil }
+            rest = Array(decoded[path.count...])
+        } else {
+            // `./name`: nginx and Caddy write a name with a colon so it cannot read as a scheme.
+            if link.hasPrefix("./") { link = link.dropFirst(2) }
+            rest = PercentEncoding.decode(link)
+        }
+        var name = rest[...]
+        let isDirectory = name.last == UInt8(ascii: "/")
+        if isDirectory { name = name.dropLast() }
+        guard !name.isEmpty, !name.contains(UInt8(ascii: "/")) else { return nil }
+        return (Array(name), isDirectory)
+    }
+
+    /// Whether a link starts with `scheme:` (RFC 3986: a letter, then letters, digits, `+-.`).
+    static func hasScheme(_ link: Substring) -> Bool {
+        if link.hasPrefix("//") { return true }
+        guard let colon = link.firstIndex(of: ":"), let first = link.first, first.isASCII, first.isLetter else { return false }
+        return link[..<colon].allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+    }
+}
+
+/// RFC 3986 percent-encoding of path segments.
+enum PercentEncoding {
+    /// The bytes `text` encodes; a `%` not followed by two hex digits is kept as written.
+    static func decode<S: StringProtocol>(_ text: S) -> [UInt8] {
+        let utf8 = Array(text.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count,
+                let high = hexValue(utf8[index + 1]), let low = hexValue(utf8[index + 2])
+            {
+                bytes.append(high << 4 | low)
+                index += 3
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return bytes
+    }
+
+    /// One path segment: unreserved bytes as they are, every other byte as `%XX`.
+    static func encode(_ bytes: [UInt8]) -> String {
+        var text = ""
+        text.reserveCapacity(bytes.count)
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                text += "%" + hex(byte)
+            }
+        }
+        return text
+    }
+
+    static func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF".unicodeScalars)
+        return String(String.UnicodeScalarView([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]))
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

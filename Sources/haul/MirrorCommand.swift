@@ -1,0 +1,162 @@
+import ArgumentParser
+import Foundation
+import Haul
+import Logging
+import Synchronization
+
+struct MirrorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mirror",
+        abstract: "Copy a folder tree served over HTTP (its directory listings) into DIR, and keep it in sync.",
+        discussion: """
+            Reads the listings of nginx autoindex (HTML, JSON, XML), Apache, lighttpd, Caddy and \
+            Python's http.server, never above URL nor to another host. A rerun asks the server about \
+            every file it copied with one conditional request and fetches only what changed; an \
+            interrupted run continues. --delete removes files this mirror copied that are gone from \
+            the server, and nothing else.
+
+            Exit status: \(ExitStatus.summary)
+            """)
+
+    @Argument(help: "The http:// or https:// URL of the folder to copy.")
+    var url: String
+
+    @Argument(help: "The local folder to copy it into (made if missing).")
+    var directory: String
+
+    @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
+    var maxConcurrentDownloads: Int = 16
+
+    @Option(help: "Listings read at once.")
+    var parallelListings: Int = 8
+
+    @Option(help: "Connections open to one host at once, across all downloads.")
+    var maxConnectionsPerHost: Int = 16
+
+    @Option(help: "Folder levels below URL to copy (0: only URL's own files).")
+    var level: Int = 50
+
+    @Option(help: ArgumentHelp("Copy only files whose path below URL (or name) matches this glob (repeatable).", valueName: "glob"))
+    var include: [String] = []
+
+    @Option(help: ArgumentHelp("Leave out files and folders whose path below URL (or name) matches this glob (repeatable).", valueName: "glob"))
+    var exclude: [String] = []
+
+    @Flag(help: "Remove files this mirror copied earlier that are no longer on the server (never any other file).")
+    var delete = false
+
+    @Flag(help: "Print what would be fetched and deleted; change nothing.")
+    var dryRun = false
+
+    @Flag(help: "Print the summary as JSON on standard output.")
+    var json = false
+
+    @OptionGroup var transfer: TransferOptions
+
+    @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
+    var timeout: Double = 30
+
+    @Flag(name: [.short, .long], help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: "Folder for the download records (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
+    var stateDir: String?
+
+    func validate() throws {
+        guard ListingRoot.isFolderURL(url) else { throw ValidationError("the URL must be an http:// or https:// URL, not \(url)") }
+        if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
+        if !(1...64).contains(parallelListings) { throw ValidationError("--parallel-listings must be between 1 and 64") }
+        if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
+        if !(0...1000).contains(level) { throw ValidationError("--level must be between 0 and 1000") }
+        if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
+    }
+
+    func run() async throws {
+        var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
+        configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.logger = Logger(label: "haul")
+        configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
+        if transfer.network.skipsCertificateCheck {
+            Terminal.error("warning: TLS certificates are not checked: anyone on the way can read and change the downloads")
+        }
+        let root = FilePaths.absolute(directory)
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: root, isDirectory: &isFolder), !isFolder.boolValue {
+            Terminal.error("\(directory) is not a folder: give the folder to copy the tree into")
+            throw ExitCode(ExitStatus.unusable)
+        }
+        let start = ListingRoot.folder(url)
+        let downloader: Downloader
+        do { downloader = try Downloader(configuration) } catch {
+            Terminal.error("\(error)")
+            throw ExitCode(ExitStatus.code(for: [error]))
+        }
+        // One queue a mirror (its URL and folder): its rows are the files it wrote, the only
+        // ones --delete may remove.
+        let manager = DownloadManager(
+            downloader: downloader,
+            configuration: .init(
+                maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost,
+                queue: MirrorQueue.name(url: start, directory: root)))
+        let interrupts = InterruptHandler(manager: manager)
+        var template = DownloadRequest(url: start, directory: root)
+        try transfer.apply(to: &template)
+
+        // What earlier runs of this mirror wrote, by path; unfinished ones continue now (not
+        // in a dry run, which changes nothing).
+        let earlier: [String: DownloadManager.Download]
+        do throws(DownloadError) {
+            earlier = MirrorQueue.byFile(try await manager.storedDownloads())
+            if !dryRun { try await manager.restore() }
+        } catch {
+            Terminal.error(error.description)
+            throw ExitCode(ExitStatus.code(for: [error]))
+        }
+        let run = MirrorRun(root: root, earlier: earlier, dryRun: dryRun, listsChanges: !json)
+        var walk = TreeWalk(start: start, template: template)
+        walk.maxDepth = level
+        walk.parallelListings = parallelListings
+        walk.accepts = { [include, exclude] path, isDirectory in
+            Glob.accepts(path, isDirectory: isDirectory, include: include, exclude: exclude)
+        }
+        let fileTemplate = template
+        let report = await walk.run(with: downloader) { files in
+            await run.queue(files, template: fileTemplate, manager: manager)
+        }
+        for (listing, error) in report.failures {
+            Terminal.error("cannot read the listing \(URLRedaction.redact(listing)): \(error.message)")
+        }
+        if !quiet { for skipped in report.skipped { Terminal.error("skipped \(URLRedaction.redact(skipped))") } }
+        await manager.waitUntilIdle()
+        if let status = interrupts.exitStatus {
+            await manager.shutdown()
+            do { try await downloader.shutdown() } catch {
+                Terminal.error("interrupted, and the progress could not be saved: \(error)")
+                throw ExitCode(ExitStatus.code(for: [error]))
+            }
+            Terminal.error("interrupted: progress saved; run the same command again to continue")
+            throw ExitCode(status)
+        }
+        var summary = await run.summarize(manager: manager)
+        if delete {
+            if report.failures.isEmpty {
+                summary.deleted = await run.deleteGone(manager: manager, quiet: quiet)
+            } else {
+                Terminal.error("nothing deleted: \(report.failures.count) listing(s) could not be read, so what is gone is not known")
+            }
+        }
+        await manager.shutdown()
+        var failures = summary.errors + report.failures.map(\.error)
+        do { try await downloader.shutdown() } catch {
+            Terminal.error("\(error)")
+            failures.append(error)
+        }
+        summary.failed += report.failures.count
+        if json {
+            print(summary.json)
+        } else if !quiet, report.listingsRead > 0 {
+            Terminal.write(summary.table(dryRun: dryRun))
+        }
+        if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
+    }
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# A folder tree from a private nginx autoindex on 127.0.0.1: `wget -m -np`, `lftp mirror
+# --parallel=N`, `rclone copy` (http backend, when installed) and `haul mirror`, each a first copy
+# into an empty folder and then a resync with nothing changed. Prints wall and CPU time per run and
+# checks every copy with `diff -r` against the served tree.
+#
+#   bench/mirror-tree.sh [--folders N] [--files N] [--tools wget,lftp,rclone,haul] [--haul PATH] [-j N]
+#
+# --folders N  folders of the tree (default 200), each with --files N files (default 25) of
+#              512 B to 8 KiB, plus a folder of names with spaces, accents, `%` and CJK
+# --tools      comma-separated subset of wget,lftp,rclone,haul (default: those installed)
+# --haul PATH  run this haul binary (default: build `swift build -c release --static-swift-stdlib
+#              --product haul` and run .build/release/haul)
+# -j N         parallel transfers for lftp, rclone and haul (default 16)
+# Loopback only. See bench/README.md for what is measured and the caveats.
+set -euo pipefail
+
+usage() { sed -n '2,/^# Loopback/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+FOLDERS=200 FILES=25 JOBS=16 HAUL= TOOLS_ARG=
+while (( $# )); do
+    case "$1" in
+        --folders) FOLDERS=${2:-}; shift 2 ;;
+        --files) FILES=${2:-}; shift 2 ;;
+        --tools) TOOLS_ARG=${2:-}; shift 2 ;;
+        --haul) HAUL=${2:-}; shift 2 ;;
+        -j) JOBS=${2:-}; shift 2 ;;
+        -h|--help) usage ;;
+        *) echo "error: unknown argument '$1'" >&2; usage ;;
+    esac
+done
+for n in "$FOLDERS" "$FILES" "$JOBS"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error: '$n' is not a positive number" >&2; exit 2; }; done
+if [[ -z "$TOOLS_ARG" ]]; then
+    TOOLS=()
+    for tool in wget lftp rclone; do command -v "$tool" >/dev/null && TOOLS+=("$tool"); done
+    TOOLS+=(haul)
+else
+    IFS=, read -r -a TOOLS <<<"$TOOLS_ARG"
+fi
+for tool in "${TOOLS[@]}"; do
+    [[ "$tool" =~ ^(wget|lftp|rclone|haul)$ ]] || { echo "error: unknown tool '$tool' (wget, lftp, rclone, haul)" >&2; exit 2; }
+    [[ "$tool" == haul ]] || command -v "$tool" >/dev/null || { echo "error: $tool is not installed (apt-get install -y $tool)" >&2; exit 2; }
+done
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=${TMPDIR:-/tmp}/haul-bench-mirror
+RUN=$WORK/run.$$
+source "$REPO/bench/nginx.sh"
+[[ -n "$NGINX" ]] || { echo "error: nginx is not installed" >&2; exit 2; }
+[[ -x /usr/bin/time ]] || { echo "error: GNU time is not installed (apt-get install -y time)" >&2; exit 2; }
+
+if [[ " ${TOOLS[*]} " == *" haul "* ]]; then
+    if [[ -z "$HAUL" ]]; then
+        (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+        HAUL=$REPO/.build/release/haul
+    fi
+    HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")
+fi
+
+cleanup() {
+    set +e
+    stop_nginx
+    rm -rf "$RUN"   # the tree stays under $WORK/www for the next run
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The tree, made once per shape (deterministic sizes; the bytes are random).
+TREE=$WORK/www/tree-${FOLDERS}x${FILES}
+if [[ ! -f "$TREE/.done" ]]; then
+    rm -rf "$TREE"
+    mkdir -p "$TREE"
+    for ((d = 0; d < FOLDERS; d++)); do
+        mkdir -p "$TREE/d$d"
+        for ((f = 0; f < FILES; f++)); do
+            head -c $(( 512 + (d * 7919 + f * 104729) % 7681 )) /dev/urandom > "$TREE/d$d/f$f.bin"
+        done
+    done
+    mkdir -p "$TREE/names with spaces"
+    for name in "a b.txt" "café crème.txt" "100% sure.txt" "日本語のファイル.txt" "naïve & done.bin"; do
+        head -c 1000 /dev/urandom > "$TREE/names with spaces/$name"
+    done
+    touch "$TREE/.done"
+fi
+COUNT=$(find "$TREE" -type f ! -name '.done' | wc -l)
+
+mkdir -p "$RUN"
+NGINX_SERVER_EXTRA="location /tree/ { alias \"$TREE/\"; autoindex on; }" NGINX_WORKER_CONNECTIONS=1024 \
+    start_nginx "$RUN/nginx" "$WORK/www" || exit 2
+URL=http://127.0.0.1:$PORT/tree/
+
+command_for() {   # TOOL
+    local out=$RUN/out/$1
+    case "$1" in
+        # -nH --cut-dirs=1: the tree at OUT's top; the listings are fetched to be read, then removed.
+        wget) echo "wget -q -m -np -nH --cut-dirs=1 -e robots=off --reject index.html* -P $out $URL" ;;
+        lftp) echo "lftp -c mirror --parallel=$JOBS $URL $out" ;;
+        rclone) echo "rclone copy -q --transfers $JOBS --checkers $JOBS --http-url $URL :http: $out" ;;
+        haul) echo "$HAUL mirror -q -j $JOBS $URL $out --state-dir $RUN/state" ;;
+    esac
+}
+
+echo "== $0 ${*:-}"
+echo "machine: $(nproc) cores, $(uname -srm), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "tree: $COUNT files ($FOLDERS folders of $FILES files of 512 B to 8 KiB, and 5 odd names) from nginx autoindex at $URL"
+[[ " ${TOOLS[*]} " == *" haul "* ]] && echo "haul: $HAUL ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no commit'))"
+for tool in "${TOOLS[@]}"; do echo "   $tool: $(command_for "$tool")"; done
+echo
+
+FAILED=0
+for tool in "${TOOLS[@]}"; do
+    rm -rf "$RUN/out/$tool" "$RUN/state"; mkdir -p "$RUN/out"; sync
+    for pass in first resync; do
+        status=0
+        # shellcheck disable=SC2046  # split on purpose: no spaces in the command's paths
+        /usr/bin/time -f '%e %U %S' -o "$RUN/time.txt" $(command_for "$tool") > "$RUN/tool.log" 2>&1 || status=$?
+        read -r wall user sys < "$RUN/time.txt"
+        # The wget copy also holds nothing but the tree once its listings are gone.
+        if diff -r -x .done "$TREE" "$RUN/out/$tool" > "$RUN/diff.txt" 2>&1; then verdict=ok; else verdict="DIFFERS ($(wc -l < "$RUN/diff.txt") lines of diff -r)"; FAILED=1; fi
+        (( status != 0 )) && { verdict="exit status $status; $verdict"; FAILED=1; }
+        printf '%-7s %-7s wall %7.2f s  cpu %6.2f s  %s\n' "$tool" "$pass" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$verdict"
+        [[ -s "$RUN/tool.log" ]] && head -n 3 "$RUN/tool.log" | sed 's/^/     /'
+    done
+done
+exit $FAILED
