@@ -96,7 +96,11 @@ extension DownloadRunner {
     /// downloaded and replaces Haul's own file once complete. Returns nil when the file is
     /// gone or is no longer the one Haul wrote (then the usual rules apply).
     func revalidated(_ retry: inout RetryPolicy) async throws(DownloadError) -> DownloadResult? {
-        guard let row = try await store.row(id), let path = row.path, let bytes = row.resultBytes,
+        // The completion is committed unless it happened moments ago in this process: only then
+        // is the writer flushed (a flush for each file of a list cuts its group commits short).
+        var stored = try await store.committedRow(id)
+        if stored?.resultBytes == nil { stored = try await store.row(id) }
+        guard let row = stored, let path = row.path, let bytes = row.resultBytes,
             DestinationResolver.regularFileSize(path) == bytes,
             let modified = FileCommitter.modified(path), let recorded = row.fileModified, abs(modified - recorded) < 1e-6
         else { return nil }

@@ -93,7 +93,12 @@ final class Store: Sendable {
     /// store (``read(_:)`` flushes them first, which cuts the writer's group commit short: a
     /// page polling a download's pieces every second would add a commit a second).
     func committedRow(_ id: DownloadID) async throws(DownloadError) -> DownloadRow? {
-        do { return try await database.read { db in try DownloadRow.fetchOne(db, key: id.storedValue) } } catch {
+        do {
+            return try await database.read { db in
+                // A prepared statement kept by the connection: asked once for each file of a list.
+                try DownloadRow.fetchOne(db.cachedStatement(sql: "SELECT * FROM download WHERE id = ?"), arguments: [id.storedValue])
+            }
+        } catch {
             throw .io("cannot read the download records in \(path): \(StoreWriter.reason(error))")
         }
     }
