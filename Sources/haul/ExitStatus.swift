@@ -32,3 +32,14 @@ enum ExitStatus {
         return codes.count == 1 ? codes.first! : 1
     }
 }
+
+extension ExitStatus {
+    /// Opens the downloader (its store) for a command; a failure is said in one line and ends
+    /// the command with its exit status.
+    static func openDownloader(_ configuration: Downloader.Configuration) throws -> Downloader {
+        do { return try Downloader(configuration) } catch {
+            Terminal.error("\(error)")
+            throw ExitCode(code(for: [error]))
+        }
+    }
+}

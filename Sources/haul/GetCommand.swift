@@ -103,11 +103,7 @@ struct GetCommand: AsyncParsableCommand {
         }
         if output == "-" { return try await streamToStandardOutput(configuration) }
 
-        let downloader: Downloader
-        do { downloader = try Downloader(configuration) } catch {
-            Terminal.error("\(error)")
-            throw ExitCode(ExitStatus.code(for: [error]))
-        }
+        let downloader = try ExitStatus.openDownloader(configuration)
         let manager = DownloadManager(
             downloader: downloader,
             configuration: .init(
@@ -204,11 +200,7 @@ struct GetCommand: AsyncParsableCommand {
         request.checksum = try checksum.map { text in
             do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
         }
-        let downloader: Downloader
-        do { downloader = try Downloader(configuration) } catch {
-            Terminal.error("\(error)")
-            throw ExitCode(ExitStatus.code(for: [error]))
-        }
+        let downloader = try ExitStatus.openDownloader(configuration)
         var failure: DownloadError?
         do throws(DownloadError) {
             _ = try await downloader.stream(request) { bytes in try StandardOutput.write(bytes) }

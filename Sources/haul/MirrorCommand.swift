@@ -86,11 +86,7 @@ struct MirrorCommand: AsyncParsableCommand {
             throw ExitCode(ExitStatus.unusable)
         }
         let start = ListingRoot.folder(url)
-        let downloader: Downloader
-        do { downloader = try Downloader(configuration) } catch {
-            Terminal.error("\(error)")
-            throw ExitCode(ExitStatus.code(for: [error]))
-        }
+        let downloader = try ExitStatus.openDownloader(configuration)
         // One queue a mirror (its URL and folder): its rows are the files it wrote, the only
         // ones --delete may remove.
         let manager = DownloadManager(
