@@ -98,3 +98,48 @@ struct StreamingDigest {
         return bytes.map { String(format: "%02x", $0) }.joined()
     }
 }
+
+/// The digests of a file's pieces, in order: each piece is `length` bytes but the last, which
+/// holds the rest. A piece is checked as soon as its bytes are in, so a bad source is found
+/// and dropped after one piece rather than after the whole file (Metalink's `<pieces>`).
+public struct PieceChecksums: Sendable, Hashable, Codable {
+    /// The algorithm of every piece's digest.
+    public var algorithm: Checksum.Algorithm
+    /// Bytes per piece (the last may be shorter).
+    public var length: Int64
+    /// One digest per piece, lowercase hex.
+    public var hashes: [String]
+
+    /// Pieces of `length` bytes with these digests.
+    public init(algorithm: Checksum.Algorithm, length: Int64, hashes: [String]) {
+        self.algorithm = algorithm
+        self.length = length
+        self.hashes = hashes.map { $0.lowercased() }
+    }
+
+    /// The most pieces one file may list: 1 MiB pieces of a 1 TiB file.
+    public static let maxPieces = 1 << 20
+
+    /// A positive length, at least one piece and not too many, every digest as long as its
+    /// algorithm's.
+    func validate() throws(DownloadError) {
+        guard length >= 1 else { throw .invalidRequest("the piece length must be positive, not \(length)") }
+        guard !hashes.isEmpty, hashes.count <= Self.maxPieces else {
+            throw .invalidRequest("\(hashes.count) piece digests: expected 1 to \(Self.maxPieces)")
+        }
+        for hash in hashes where hash.count != algorithm.hexLength || !hash.allSatisfy(\.isHexDigit) {
+            throw .invalidRequest("bad \(algorithm.rawValue) piece digest: expected \(algorithm.hexLength) hex digits")
+        }
+    }
+
+    /// The byte range of piece `index` in a file of `total` bytes.
+    func range(of index: Int, total: Int64) -> Range<Int64> {
+        let start = Int64(index) * length
+        return start..<min(total, start + length)
+    }
+
+    /// Whether the pieces describe a file of `total` bytes: as many as it takes, no more.
+    func fits(total: Int64) -> Bool {
+        Int64(hashes.count) == (total + length - 1) / length && total > 0
+    }
+}

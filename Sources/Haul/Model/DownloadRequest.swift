@@ -101,6 +101,13 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         get { options.value.checksum }
         set { change { $0.checksum = newValue } }
     }
+    /// The digests of the file's pieces, each checked as soon as its bytes are in: a piece that
+    /// does not match is fetched again from another source, and the source that served it is
+    /// dropped. Recorded progress holds verified pieces only.
+    public var pieces: PieceChecksums? {
+        get { options.value.pieces }
+        set { change { $0.pieces = newValue } }
+    }
     /// Tries in a row that may fail before giving up; a try that made progress resets the count.
     public var maxTries: Int {
         get { options.value.maxTries }
@@ -169,6 +176,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     struct Options: Sendable, Hashable {
         var headers: [Header] = []
         var checksum: Checksum?
+        var pieces: PieceChecksums?
         var maxTries = 5
         var retryWait: Duration = .seconds(1)
         var overwrite = false
@@ -225,6 +233,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         var decoded = Options()
         decoded.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
         decoded.checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
+        decoded.pieces = try container.decodeIfPresent(PieceChecksums.self, forKey: .pieces)
         decoded.maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
         decoded.retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
         decoded.overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
@@ -240,7 +249,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     private enum CodingKeys: String, CodingKey {
         case url, sources, destination, headers, checksum, maxTries, retryWait, overwrite, connections, minimumSplitSize, rateLimit, network
-        case confinement
+        case confinement, pieces
     }
 
     /// Writes what differs from the defaults (the network options only when set): each stored
@@ -252,6 +261,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         try container.encode(destination, forKey: .destination)
         if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
         try container.encodeIfPresent(checksum, forKey: .checksum)
+        try container.encodeIfPresent(pieces, forKey: .pieces)
         try container.encode(maxTries, forKey: .maxTries)
         try container.encode(retryWait, forKey: .retryWait)
         try container.encode(overwrite, forKey: .overwrite)
@@ -295,6 +305,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
             throw .invalidRequest("the destination \(destination.path.debugDescription) contains control characters")
         }
         for header in headers { try header.validate() }
+        try pieces?.validate()
         guard Self.connectionRange.contains(connections) else {
             throw .invalidRequest("connections must be between 1 and 16, not \(connections)")
         }
