@@ -71,10 +71,12 @@ extension DownloadRunner {
         }
         let connections = dealt.reduce(0, +)
         let planner = SegmentPlanner(missing: missing, connections: connections, minimumSplit: request.minimumSplitSize)
+        let total = transfer.machine.total ?? 0
+        let board = SegmentBoard(
+            planner: planner, written: trusted, sources: sources.count, pieces: try pieceDigests(total: total), total: total)
         let context = SegmentContext(
-            total: transfer.machine.total ?? 0, validators: transfer.machine.validators, destination: transfer.state.path,
-            part: transfer.part, checkpointer: transfer.checkpointer,
-            board: SegmentBoard(planner: planner, written: trusted, sources: sources.count), sources: sources)
+            total: total, validators: transfer.machine.validators, destination: transfer.state.path,
+            part: transfer.part, checkpointer: transfer.checkpointer, board: board, sources: sources)
         logger.debug("segmented", metadata: ["connections": "\(dealt)", "holes": "\(missing.count)"])
         // The first answer's body starts at 0: the segment that starts there is its.
         let opening = first.flatMap { answer in context.board.assign().map { (segment: $0, answer: answer) } }
@@ -96,8 +98,9 @@ extension DownloadRunner {
             }
             return first
         }
-        transfer.segmentsWritten = context.board.written
+        transfer.segmentsWritten = context.board.recorded
         transfer.fetched += context.board.fetched
+        transfer.servedBy = context.board.sources.indices.filter { context.board.sources[$0].fetched > 0 }.map { sources[$0].displayURI }
         if let failure {
             if failure == .rangesNotHonoured { return false }
             throw failure
@@ -151,18 +154,52 @@ extension DownloadRunner {
 
     /// Whether `source` is dropped after `error`, which is then said once. A source that
     /// answers with an error status, refuses ranges or serves another file goes at once; one
-    /// whose requests fail (refused, reset, stalled) goes at its second failure in a row: a
+    /// whose requests fail (refused, reset, stalled, busy) goes at its second failure in a row: a
     /// mirror that stalls after a few bytes each time is gone after two, not kept alive by
     /// them. The last source left is never dropped: its errors take the usual course.
     private func dropped(_ source: Int, after error: DownloadError, _ context: SegmentContext) -> Bool {
         guard context.sources.count > 1, context.board.isLive(source) else { return !context.board.isLive(source) }
-        let atOnce = error.kind == .http || error.kind == .protocolViolation
+        // A busy answer (503, 429) is a failure like a reset: a second one in a row drops it.
+        let atOnce = (error.kind == .http && !error.isRetryable) || error.kind == .protocolViolation
         guard atOnce || context.board.failed(source) >= 2 else { return false }
-        let uri = context.sources[source].displayURI
-        guard context.board.drop(source, reason: error.message) else { return !context.board.isLive(source) }
-        logger.debug("source dropped", metadata: ["source": "\(uri)", "reason": "\(error.message)"])
-        events.note("dropped source \(uri): \(error.message)")
+        guard drop(source, reason: error.message, context) else { return !context.board.isLive(source) }
         return true
+    }
+
+    /// Stops using `source` and says why, once; false when it was dropped already or is the
+    /// last source left.
+    private func drop(_ source: Int, reason: String, _ context: SegmentContext) -> Bool {
+        guard context.board.drop(source, reason: reason) else { return false }
+        let uri = context.sources[source].displayURI
+        logger.debug("source dropped", metadata: ["source": "\(uri)", "reason": "\(reason)"])
+        events.note("dropped source \(uri): \(reason)")
+        return true
+    }
+
+    /// Hashes piece `index`, whose bytes are all in. A piece that does not match is fetched
+    /// again; the source that served it alone is dropped (a piece two sources shared names
+    /// neither: its next copy, fetched whole by one, will). A bad piece nobody could be dropped
+    /// for (the last source left) counts against the request's tries, twice over. Throws when
+    /// the connection's own source is dropped, which ends its segment.
+    private func check(piece index: Int, from source: Int, _ context: SegmentContext) async throws(DownloadError) {
+        guard let pieces = context.board.pieces else { return }
+        let (part, total) = (context.part, context.total)
+        let matches = try await Self.offTheEventLoops { () throws(DownloadError) in try pieces.matches(index, of: part, total: total) }
+        guard !matches else {
+            context.board.verified(index)
+            return
+        }
+        let reason = "\(pieces.describe(index, total: total)) did not match its \(pieces.algorithm.rawValue) digest"
+        let culprits = context.board.rejected(index)
+        if culprits.count != 1 || !drop(culprits[0], reason: reason, context) {
+            let uris = culprits.isEmpty ? request.displayURL : culprits.map { context.sources[$0].displayURI }.joined(separator: ", ")
+            let bad = context.board.countBadPiece()
+            guard bad < 2 * request.maxTries else {
+                throw DownloadError(kind: .checksum, message: "\(reason), \(bad) times (from \(uris))")
+            }
+            events.note("\(reason) (from \(uris)): fetching it again")
+        }
+        if !context.board.isLive(source) { throw .otherFile(reason) }
     }
 
     /// Asks `source` for one segment and writes its bytes until the segment's (possibly moved) end.
@@ -210,6 +247,7 @@ extension DownloadRunner {
                 }
                 let after = context.board.wrote(segment.id, at: offset, count: room, now: .now)
                 offset += Int64(after.accepted)
+                for piece in after.completedPieces { try await check(piece: piece, from: context.board.source(of: segment.id), context) }
                 if isThrottled { try await throttle(after.accepted) }
                 if let ranges = after.checkpoint { try await context.checkpointer.request(ranges) }
                 if let report = after.report {

@@ -26,12 +26,36 @@ extension DownloadRunner {
         var meter = SpeedMeter()
         /// Body bytes written by this run, for the summary.
         var fetched: Int64 = 0
-        /// What a segmented transfer wrote, holes and all; nil while a single stream runs.
+        /// What a segmented transfer wrote, holes and all (with piece digests, its verified
+        /// pieces); nil while a single stream runs.
         var segmentsWritten: ByteRanges?
+        /// With piece digests, how far a single stream's pieces are verified; its digest
+        /// runs over the piece being received.
+        var verifiedPrefix: Int64?
+        var pieceDigest: StreamingDigest?
+        /// The sources that served bytes of a segmented transfer, for a checksum error.
+        var servedBy: [String] = []
         let part: PartFile
         let checkpointer: Checkpointer
 
-        var written: ByteRanges { segmentsWritten ?? ByteRanges([0..<machine.offset]) }
+        /// What may be recorded: the bytes written, or with piece digests the verified ones.
+        var written: ByteRanges { segmentsWritten ?? ByteRanges([0..<(verifiedPrefix ?? machine.offset)]) }
+    }
+
+    /// The request's piece digests for a file of `total` bytes, when it has any.
+    ///
+    /// - Throws: a checksum error when they describe a file of another length: the server's
+    ///   file is not the one they were made from.
+    func pieceDigests(total: Int64) throws(DownloadError) -> PieceChecksums? {
+        guard let pieces = request.pieces else { return nil }
+        guard pieces.fits(total: total) else {
+            throw DownloadError(
+                kind: .checksum,
+                message: "the server's file has \(total) bytes, but the \(pieces.hashes.count) piece digests of \(pieces.length) bytes describe another length"
+            )
+            .with(url: request.displayURL)
+        }
+        return pieces
     }
 
     /// Files from this size on get their blocks reserved before the first byte.
@@ -217,6 +241,8 @@ extension DownloadRunner {
     private func receive(_ body: HTTPClientResponse.Body, into transfer: inout Transfer) async throws(DownloadError) {
         var lastCheckpoint = (instant: ContinuousClock.now, offset: transfer.machine.offset)
         var lastProgress = lastCheckpoint.instant
+        let pieces = try transfer.machine.total.map { total throws(DownloadError) in try pieceDigests(total: total) } ?? request.pieces
+        if let pieces { try startPiece(&transfer, pieces) }
         do {
             for try await buffer in body {
                 let count = buffer.readableBytes
@@ -225,6 +251,7 @@ extension DownloadRunner {
                 }
                 try transfer.part.write(buffer, at: transfer.machine.offset)
                 transfer.digest?.update(buffer)
+                if let pieces { try checkPieces(buffer, &transfer, pieces) }
                 transfer.machine.wrote(count)
                 transfer.fetched += Int64(count)
                 if isThrottled { try await throttle(count) }
@@ -248,6 +275,48 @@ extension DownloadRunner {
         report(&transfer, at: .now)
     }
 
+    /// Starts the digest of the piece a stream resumes in, from the bytes of it already in the
+    /// part file; what lies before that piece was recorded verified or checked as it came.
+    private func startPiece(_ transfer: inout Transfer, _ pieces: PieceChecksums) throws(DownloadError) {
+        let offset = transfer.machine.offset
+        let start = offset / pieces.length * pieces.length
+        var digest = StreamingDigest(pieces.algorithm)
+        if offset > start { try digest.update(from: transfer.part, range: start..<offset) }
+        transfer.pieceDigest = digest
+        transfer.verifiedPrefix = start
+    }
+
+    /// Feeds `buffer`, written at the stream's offset, to the pieces' digests, checking each
+    /// piece it ends. A piece that does not match goes back to be fetched again: the stream's
+    /// offset returns to its start and the try fails (the retry asks from there).
+    private func checkPieces(_ buffer: ByteBuffer, _ transfer: inout Transfer, _ pieces: PieceChecksums) throws(DownloadError) {
+        var offset = transfer.machine.offset
+        var index = buffer.readerIndex
+        let end = offset + Int64(buffer.readableBytes)
+        while offset < end {
+            let piece = Int(offset / pieces.length)
+            let pieceEnd = min(Int64(piece + 1) * pieces.length, transfer.machine.total ?? .max)
+            let take = Int(min(end, pieceEnd) - offset)
+            buffer.withUnsafeReadableBytes { bytes in
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[(index - buffer.readerIndex)..<(index - buffer.readerIndex + take)])
+                transfer.pieceDigest?.update(slice)
+            }
+            offset += Int64(take)
+            index += take
+            guard offset == pieceEnd, piece < pieces.hashes.count else { continue }
+            let actual = transfer.pieceDigest?.finalizeHex()
+            transfer.pieceDigest = StreamingDigest(pieces.algorithm)
+            guard actual == pieces.hashes[piece] else {
+                let start = Int64(piece) * pieces.length
+                transfer.machine.takeOver(from: start)
+                transfer.digest = nil
+                throw DownloadError.badResponse(
+                    "\(pieces.describe(piece, total: transfer.machine.total ?? pieceEnd)) did not match its \(pieces.algorithm.rawValue) digest")
+            }
+            transfer.verifiedPrefix = pieceEnd
+        }
+    }
+
     private func report(_ transfer: inout Transfer, at instant: ContinuousClock.Instant) {
         transfer.meter.sample(bytes: transfer.machine.offset, at: instant)
         events.progress(
@@ -266,6 +335,21 @@ extension DownloadRunner {
         guard size >= total, transfer.machine.offset == total else {
             throw .sizeMismatch(expected: total, actual: min(size, transfer.machine.offset))
         }
+        if let pieces = try pieceDigests(total: total), let from = transfer.verifiedPrefix, from < total {
+            // A stream of unknown length learns where its last piece ends only now.
+            let part = transfer.part
+            let bad = try await Self.offTheEventLoops { () throws(DownloadError) -> Int? in
+                for index in pieces.indices(overlapping: from..<total) where try !pieces.matches(index, of: part, total: total) {
+                    return index
+                }
+                return nil
+            }
+            if let bad {
+                throw DownloadError(
+                    kind: .checksum, message: "\(pieces.describe(bad, total: total)) did not match its \(pieces.algorithm.rawValue) digest"
+                ).with(url: request.displayURL)
+            }
+        }
         if let checksum = request.checksum {
             let actual: String
             if let digest = transfer.digest {
@@ -282,8 +366,12 @@ extension DownloadRunner {
                 // The bytes are wrong, so keeping them would only make the next run fail the same way.
                 transfer.part.remove()
                 store.writer.update(id, .ranges(ByteRanges()))
-                throw DownloadError.checksumMismatch(algorithm: checksum.algorithm.rawValue, expected: checksum.hex, actual: actual)
-                    .with(url: request.displayURL)
+                var mismatch = DownloadError.checksumMismatch(algorithm: checksum.algorithm.rawValue, expected: checksum.hex, actual: actual)
+                // Which of several sources is wrong is not known: every one that served bytes is named.
+                if transfer.servedBy.count > 1 {
+                    mismatch = DownloadError(kind: .checksum, message: mismatch.message + " (from \(transfer.servedBy.joined(separator: ", ")))")
+                }
+                throw mismatch.with(url: request.displayURL)
             }
         }
         await events.transferred()
@@ -324,16 +412,7 @@ extension DownloadRunner {
     /// Hashes the first `length` bytes of the part file (a run that resumes has no digest state).
     static func digest(of part: PartFile, upTo length: Int64, algorithm: Checksum.Algorithm) throws(DownloadError) -> StreamingDigest {
         var digest = StreamingDigest(algorithm)
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { chunk.deallocate() }
-        var offset: Int64 = 0
-        while offset < length {
-            let wanted = UnsafeMutableRawBufferPointer(rebasing: chunk[0..<Int(min(Int64(chunk.count), length - offset))])
-            let n = try part.read(into: wanted, at: offset)
-            guard n > 0 else { throw .io("read", path: part.path, errno: EIO) }
-            digest.update(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            offset += Int64(n)
-        }
+        try digest.update(from: part, range: 0..<length)
         return digest
     }
 

@@ -4,7 +4,8 @@ import Logging
 /// Runs one attempt of one download to the end: first contact, pick and lock the
 /// destination, transfer with retries, verify, commit. One value per attempt.
 struct DownloadRunner: Sendable {
-    let request: DownloadRequest
+    /// What to fetch; a run whose first source fails at the first contact goes on without it.
+    var request: DownloadRequest
     /// The download's row in the store.
     let id: DownloadID
     /// The download completed before: ask the server whether it changed (one conditional
@@ -42,15 +43,42 @@ struct DownloadRunner: Sendable {
     func run() async throws(DownloadError) -> DownloadResult {
         if !validated { try request.validate() }
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        if revalidate, let result = try await revalidated(&retry) { return result }
+        // A download with several sources does not fail with its first: a source that fails
+        // the first contact is dropped for this run (and said so), and the next one is asked.
+        var runner = self
+        while true {
+            var failed: DownloadError?
+            if let result = try await runner.fromFirstSource(&retry, failed: &failed) { return result }
+            guard let failed, failed.kind != .cancelled else { throw failed ?? .cancelled }
+            let source = runner.request.sources.removeFirst()
+            logger.debug("source dropped", metadata: ["source": "\(source.displayURI)", "reason": "\(failed.message)"])
+            events.note("dropped source \(source.displayURI): \(failed.message)")
+            retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        }
+    }
+
+    /// The run from the first contact on, with the first source. With other sources left, a
+    /// first contact that fails is not retried: `failed` tells why, and nil is returned.
+    private func fromFirstSource(_ retry: inout RetryPolicy, failed: inout DownloadError?) async throws(DownloadError) -> DownloadResult? {
         // The name the URL gives a file saved into a folder, worked out once.
         let urlName: String? = if case .directory = request.destination { DestinationResolver.name(of: request.url) } else { nil }
-        if revalidate, let result = try await revalidated(&retry) { return result }
         var streamFirst = true
         // A bounded number of passes: waiting for another process's lock may end with its
         // file complete, which changes what the destination should be.
         for _ in 0..<3 {
-            let first = try await retrying(&retry) { () async throws(DownloadError) in
-                try await self.firstContact(streamFirst: streamFirst, urlName: urlName)
+            let first: FirstContact
+            if request.sources.count > 1 {
+                do {
+                    first = try await firstContact(streamFirst: streamFirst, urlName: urlName)
+                } catch {
+                    failed = error
+                    return nil
+                }
+            } else {
+                first = try await retrying(&retry) { () async throws(DownloadError) in
+                    try await self.firstContact(streamFirst: streamFirst, urlName: urlName)
+                }
             }
             let resolver = DestinationResolver(overwrite: request.overwrite)
             let wanted = try resolver.path(

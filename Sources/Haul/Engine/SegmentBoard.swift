@@ -30,6 +30,15 @@ final class SegmentBoard: Sendable {
         var sources: [SourceState]
         /// Which source each active segment is fetched from, and when and where it started.
         var started: [Int: (source: Int, at: ContinuousClock.Instant, from: Int64)] = [:]
+        /// The pieces whose digests matched, as byte ranges (with piece digests, only these
+        /// are recorded: a kill loses at most the unverified pieces).
+        var verified = ByteRanges()
+        /// The sources (bits) that wrote bytes of each piece not verified yet.
+        var servedBy: [Int: UInt64] = [:]
+        /// Pieces complete and being hashed.
+        var checking: Set<Int> = []
+        /// Pieces that did not match while no source could be dropped for them.
+        var badPieces = 0
     }
 
     /// What a connection should do after writing.
@@ -43,16 +52,64 @@ final class SegmentBoard: Sendable {
         /// Bytes done, the smoothed rate, the connections reading and each source's rate and
         /// why it was dropped (empty with one source), when a progress report is due.
         var report: (bytes: Int64, bytesPerSecond: Double, connections: Int, sources: [(rate: Double, dropped: String?)])?
+        /// Pieces whose bytes are all in now: the writer hashes them (``verified(_:)`` or
+        /// ``rejected(_:)``).
+        var completedPieces: [Int] = []
     }
 
     private let state: Mutex<State>
+    /// The digests each piece must match, if the request has them.
+    let pieces: PieceChecksums?
+    let total: Int64
 
-    init(planner: SegmentPlanner, written: ByteRanges, sources: Int = 1) {
+    /// - Parameters:
+    ///   - pieces: piece digests fitting a file of `total` bytes; the whole pieces of
+    ///     `written` count as verified (recorded progress holds verified pieces only).
+    init(planner: SegmentPlanner, written: ByteRanges, sources: Int = 1, pieces: PieceChecksums? = nil, total: Int64 = 0) {
         let now = ContinuousClock.now
-        state = Mutex(
-            State(
-                planner: planner, written: written, lastCheckpoint: (now, written.byteCount), lastReport: now,
-                sources: Array(repeating: SourceState(), count: max(1, sources))))
+        var initial = State(
+            planner: planner, written: written, lastCheckpoint: (now, written.byteCount), lastReport: now,
+            sources: Array(repeating: SourceState(), count: max(1, sources)))
+        if let pieces { initial.verified = pieces.wholePieces(of: written, total: total) }
+        state = Mutex(initial)
+        self.pieces = pieces
+        self.total = total
+    }
+
+    /// What may be recorded as on disk: every byte written, or with piece digests the
+    /// verified pieces.
+    var recorded: ByteRanges { state.withLock { state in pieces == nil ? state.written : state.verified } }
+
+    /// Piece `index` matched its digest.
+    func verified(_ index: Int) {
+        guard let pieces else { return }
+        state.withLock { state in
+            state.verified.insert(pieces.range(of: index, total: total))
+            state.servedBy[index] = nil
+            state.checking.remove(index)
+        }
+    }
+
+    /// Piece `index` did not match: its bytes are to be fetched again. Returns the sources
+    /// that wrote them in this transfer.
+    func rejected(_ index: Int) -> [Int] {
+        guard let pieces else { return [] }
+        let range = pieces.range(of: index, total: total)
+        return state.withLock { state in
+            state.written.remove(range)
+            state.planner.reopen(range)
+            state.checking.remove(index)
+            let mask = state.servedBy.removeValue(forKey: index) ?? 0
+            return state.sources.indices.filter { $0 < 64 && mask & (1 << UInt64($0)) != 0 }
+        }
+    }
+
+    /// Counts a bad piece no source could be dropped for; returns how many so far.
+    func countBadPiece() -> Int {
+        state.withLock { state in
+            state.badPieces += 1
+            return state.badPieces
+        }
     }
 
     /// Work for a connection to `source`: where it is expected to finish soonest.
@@ -65,6 +122,9 @@ final class SegmentBoard: Sendable {
             return segment
         }
     }
+
+    /// The source segment `id` is fetched from.
+    func source(of id: Int) -> Int { state.withLock { $0.started[id]?.source ?? 0 } }
 
     /// Whether `source` is still used.
     func isLive(_ source: Int) -> Bool { state.withLock { $0.sources[source].dropped == nil } }
@@ -158,16 +218,28 @@ final class SegmentBoard: Sendable {
             guard accepted > 0, state.planner.advance(id, to: offset + Int64(accepted)) else {
                 return AfterWrite(accepted: 0)
             }
-            state.written.insert(offset..<offset + Int64(accepted))
+            let range = offset..<offset + Int64(accepted)
+            state.written.insert(range)
             state.fetched += Int64(accepted)
-            if let source = state.started[id]?.source { state.sources[source].fetched += Int64(accepted) }
+            let source = state.started[id]?.source
+            if let source { state.sources[source].fetched += Int64(accepted) }
             let bytes = state.written.byteCount
             var outcome = AfterWrite(accepted: accepted, finished: offset + Int64(accepted) >= end)
+            if let pieces {
+                for index in pieces.indices(overlapping: range) {
+                    if let source, source < 64 { state.servedBy[index, default: 0] |= 1 << UInt64(source) }
+                    let piece = pieces.range(of: index, total: total)
+                    if !state.checking.contains(index), state.written.contains(piece), !state.verified.contains(piece) {
+                        state.checking.insert(index)
+                        outcome.completedPieces.append(index)
+                    }
+                }
+            }
             if bytes - state.lastCheckpoint.bytes >= Checkpointer.byteInterval
                 || now - state.lastCheckpoint.instant >= Checkpointer.interval
             {
                 state.lastCheckpoint = (now, bytes)
-                outcome.checkpoint = state.written
+                outcome.checkpoint = pieces == nil ? state.written : state.verified
             }
             if now - state.lastReport >= DownloadRunner.progressInterval {
                 state.lastReport = now

@@ -121,6 +121,13 @@ struct SegmentPlanner: Sendable {
         return true
     }
 
+    /// Puts `range` back among the bytes to fetch (a piece whose digest did not match). Nobody
+    /// is fetching it: its bytes were all written.
+    mutating func reopen(_ range: Range<Int64>) {
+        unassigned.append(range)
+        unassigned.sort { $0.lowerBound < $1.lowerBound }
+    }
+
     /// The connection of segment `id` stopped; whatever it did not fetch becomes unassigned.
     mutating func release(_ id: Int) {
         guard let index = active.firstIndex(where: { $0.id == id }) else { return }

@@ -36,6 +36,27 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
         ranges = result
     }
 
+    /// Takes a range out, splitting a range it falls inside.
+    public mutating func remove(_ range: Range<Int64>) {
+        guard !range.isEmpty else { return }
+        var result: [Range<Int64>] = []
+        result.reserveCapacity(ranges.count + 1)
+        for existing in ranges {
+            if existing.upperBound <= range.lowerBound || range.upperBound <= existing.lowerBound {
+                result.append(existing)
+                continue
+            }
+            if existing.lowerBound < range.lowerBound { result.append(existing.lowerBound..<range.lowerBound) }
+            if range.upperBound < existing.upperBound { result.append(range.upperBound..<existing.upperBound) }
+        }
+        ranges = result
+    }
+
+    /// Whether every byte of `range` is in the set.
+    public func contains(_ range: Range<Int64>) -> Bool {
+        range.isEmpty || ranges.contains { $0.lowerBound <= range.lowerBound && range.upperBound <= $0.upperBound }
+    }
+
     /// Total number of bytes covered.
     public var byteCount: Int64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) } }
 

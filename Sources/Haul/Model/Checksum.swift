@@ -87,6 +87,20 @@ struct StreamingDigest {
         buffer.withUnsafeReadableBytes { update($0) }
     }
 
+    /// Feeds the bytes of `range` of `part`, read a MiB at a time.
+    mutating func update(from part: PartFile, range: Range<Int64>) throws(DownloadError) {
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(1 << 20), max(1, Int64(range.count)))), alignment: 16)
+        defer { chunk.deallocate() }
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let wanted = UnsafeMutableRawBufferPointer(rebasing: chunk[0..<Int(min(Int64(chunk.count), range.upperBound - offset))])
+            let n = try part.read(into: wanted, at: offset)
+            guard n > 0 else { throw .io("read", path: part.path, errno: EIO) }
+            update(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            offset += Int64(n)
+        }
+    }
+
     func finalizeHex() -> String {
         let bytes: [UInt8] =
             switch state {
@@ -141,5 +155,39 @@ public struct PieceChecksums: Sendable, Hashable, Codable {
     /// Whether the pieces describe a file of `total` bytes: as many as it takes, no more.
     func fits(total: Int64) -> Bool {
         Int64(hashes.count) == (total + length - 1) / length && total > 0
+    }
+
+    /// The pieces that `range` touches.
+    func indices(overlapping range: Range<Int64>) -> Range<Int> {
+        guard !range.isEmpty else { return 0..<0 }
+        let first = Int(range.lowerBound / length)
+        let last = Int((range.upperBound - 1) / length)
+        return first..<min(hashes.count, last + 1)
+    }
+
+    /// The pieces wholly inside `ranges`, as byte ranges: what of a part file counts as
+    /// verified (the rest of a piece is fetched again with it).
+    func wholePieces(of ranges: ByteRanges, total: Int64) -> ByteRanges {
+        var whole = ByteRanges()
+        for range in ranges.ranges {
+            let first = (range.lowerBound + length - 1) / length
+            // A range that reaches the end of the file holds the short last piece too.
+            let end = range.upperBound >= total ? Int64(hashes.count) : range.upperBound / length
+            if end > first { whole.insert(first * length..<min(total, end * length)) }
+        }
+        return whole
+    }
+
+    /// Hashes piece `index` of `part` and compares it with its digest.
+    func matches(_ index: Int, of part: PartFile, total: Int64) throws(DownloadError) -> Bool {
+        var digest = StreamingDigest(algorithm)
+        try digest.update(from: part, range: range(of: index, total: total))
+        return digest.finalizeHex() == hashes[index]
+    }
+
+    /// `piece 3 (bytes 3145728–4194303)`, for messages.
+    func describe(_ index: Int, total: Int64) -> String {
+        let range = range(of: index, total: total)
+        return "piece \(index) (bytes \(range.lowerBound)–\(range.upperBound - 1))"
     }
 }

@@ -1,0 +1,186 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// Piece digests: each piece is checked as soon as its bytes are in; a bad piece is fetched
+/// again from another source and the source that served it is dropped and named; only
+/// verified pieces are recorded.
+@Suite struct PieceChecksumTests {
+    static let piece = 256 << 10
+    static let size = 24 * piece + 1000
+
+    static func pieces(of content: [UInt8]) -> PieceChecksums {
+        let hashes = stride(from: 0, to: content.count, by: piece).map { start in
+            sha256Hex(Array(content[start..<min(content.count, start + piece)]))
+        }
+        return PieceChecksums(algorithm: .sha256, length: Int64(piece), hashes: hashes)
+    }
+
+    /// `content` with one byte of piece `index` changed: the same length, another file.
+    static func corrupt(_ content: [UInt8], piece index: Int) -> [UInt8] {
+        var bad = content
+        bad[index * piece + 17] ^= 0xFF
+        return bad
+    }
+
+    /// Downloads `request`, collecting the notes its progress carried.
+    static func download(_ request: DownloadRequest, _ harness: Harness) async throws -> (Result<DownloadResult, DownloadError>, [String]) {
+        let downloader = try harness.downloader()
+        let task = try await downloader.download(request)
+        let notes = Task {
+            var notes: [String] = []
+            for await progress in task.progress {
+                if let note = progress.note, notes.last != note { notes.append(note) }
+            }
+            return notes
+        }
+        let result: Result<DownloadResult, DownloadError>
+        do throws(DownloadError) { result = .success(try await task.result()) } catch { result = .failure(error) }
+        try await downloader.shutdown()
+        return (result, await notes.value)
+    }
+
+    @Test func aCorruptMirrorIsDroppedAndNamedAndItsPieceFetchedAgain() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(Self.size, seed: 61)
+        for (name, body) in [("a", content), ("b", content), ("c", Self.corrupt(content, piece: 20))] {
+            var route = Route(content: body)
+            route.bytesPerSecond = 2 << 20
+            server.serve("/\(name).bin", route)
+        }
+        var request = harness.request(server.url("/a.bin"), file: "f.bin") {
+            $0.connections = 6
+            $0.minimumSplitSize = Int64(Self.piece)
+            $0.pieces = Self.pieces(of: content)
+        }
+        request.sources += ["/b.bin", "/c.bin"].map { DownloadRequest.Source(uri: server.url($0)) }
+        let (result, notes) = try await Self.download(request, harness)
+        try await server.shutdown()
+        _ = try result.get()
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        // The corrupt mirror served piece 20 (the last connection's share starts near there).
+        let dropped = notes.filter { $0.hasPrefix("dropped source") }
+        #expect(dropped.count == 1, "\(notes)")
+        #expect(dropped.first?.contains("/c.bin") == true)
+        #expect(dropped.first?.contains("piece 20 (bytes \(20 * Self.piece)–\(21 * Self.piece - 1)) did not match its sha-256 digest") == true)
+    }
+
+    /// One source, one connection: the stream checks each piece as it passes, and a bad one is
+    /// asked for again from its first byte.
+    @Test func aStreamFetchesABadPieceAgainFromItsStart() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(Self.size, seed: 62)
+        var route = Route(content: Self.corrupt(content, piece: 5))
+        // The first answer is corrupt, every later one right (a proxy's damaged cache, say).
+        route.contentAfterFirstGet = content
+        // Without validators the new content still answers the range asked (one with an ETag
+        // would say it changed, and the download would start over).
+        route.validators = .none
+        server.serve("/f.bin", route)
+        let request = harness.request(server.url("/f.bin"), file: "f.bin") {
+            $0.pieces = Self.pieces(of: content)
+        }
+        let (result, notes) = try await Self.download(request, harness)
+        let stats = server.stats("/f.bin")
+        try await server.shutdown()
+        _ = try result.get()
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        #expect(notes.contains { $0.contains("piece 5 (bytes") && $0.contains("did not match") }, "\(notes)")
+        // The second request starts where piece 5 does, not at 0.
+        #expect(stats.requests.count == 2)
+        #expect(stats.requests.last?.header("Range") == "bytes=\(5 * Self.piece)-")
+    }
+
+    /// The only source serves a bad piece every time: the download fails in one line naming the
+    /// piece, and no file is at the final name.
+    @Test func theLastSourceServingABadPieceFailsTheDownload() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(Self.size, seed: 63)
+        server.serve("/f.bin", Route(content: Self.corrupt(content, piece: 3)))
+        let request = harness.request(server.url("/f.bin"), file: "f.bin") {
+            $0.connections = 4
+            $0.minimumSplitSize = Int64(Self.piece)
+            $0.maxTries = 2
+            $0.pieces = Self.pieces(of: content)
+        }
+        let (result, _) = try await Self.download(request, harness)
+        try await server.shutdown()
+        guard case .failure(let error) = result else {
+            Issue.record("a file whose piece 3 never matches completed")
+            return
+        }
+        #expect(error.message.contains("piece 3 (bytes") && error.message.contains("did not match"), "\(error)")
+        #expect(!error.message.contains("\n"))
+        #expect(harness.directory.contents("f.bin") == nil)
+        // What is recorded is whole verified pieces: piece 3 is never among them.
+        let row = try #require(try await harness.record(for: harness.directory.file("f.bin")))
+        let piece3 = Int64(3 * Self.piece)..<Int64(4 * Self.piece)
+        #expect(!row.ranges.ranges.contains { $0.overlaps(piece3) }, "\(row.ranges)")
+        for range in row.ranges.ranges {
+            #expect(range.lowerBound % Int64(Self.piece) == 0)
+            #expect(range.upperBound % Int64(Self.piece) == 0 || range.upperBound == Int64(Self.size))
+        }
+    }
+
+    @Test func piecesThatDescribeAnotherLengthFailInOneLine() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(Self.size, seed: 64)
+        server.serve("/f.bin", Route(content: content))
+        let request = harness.request(server.url("/f.bin"), file: "f.bin") {
+            $0.connections = 4
+            $0.pieces = Self.pieces(of: Array(content.prefix(Self.size - 2 * Self.piece)))
+        }
+        let (result, _) = try await Self.download(request, harness)
+        try await server.shutdown()
+        guard case .failure(let error) = result else {
+            Issue.record("a file of another length than its pieces completed")
+            return
+        }
+        #expect(error.kind == .checksum)
+        #expect(error.message.contains("describe another length"), "\(error)")
+        #expect(harness.directory.contents("f.bin") == nil)
+    }
+
+    /// A first source that cannot be reached does not fail a download that has others.
+    @Test func aDeadFirstSourceIsDroppedAtTheFirstContact() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(1 << 20, seed: 65)
+        server.serve("/f.bin", Route(content: content))
+        let gone = server.url("/gone.bin")
+        server.serve(
+            "/gone.bin",
+            {
+                var route = Route(content: []); route.status = 404; return route
+            }())
+        let request = DownloadRequest(
+            sources: [.init(uri: gone), .init(uri: server.url("/f.bin"))], file: harness.directory.file("f.bin"))
+        let (result, notes) = try await Self.download(request, harness)
+        try await server.shutdown()
+        _ = try result.get()
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        #expect(notes.contains { $0.hasPrefix("dropped source \(gone)") && $0.contains("404") }, "\(notes)")
+    }
+
+    @Test func wholePiecesAndByteRanges() {
+        let pieces = PieceChecksums(algorithm: .md5, length: 10, hashes: Array(repeating: String(repeating: "0", count: 32), count: 4))
+        #expect(pieces.fits(total: 35))
+        #expect(pieces.fits(total: 40) && !pieces.fits(total: 41) && !pieces.fits(total: 30))
+        #expect(pieces.indices(overlapping: 9..<21) == 0..<3)
+        #expect(pieces.wholePieces(of: ByteRanges([0..<15, 18..<35]), total: 35) == ByteRanges([0..<10, 20..<35]))
+        var ranges = ByteRanges([0..<100])
+        ranges.remove(20..<30)
+        #expect(ranges == ByteRanges([0..<20, 30..<100]))
+        #expect(ranges.contains(30..<100) && !ranges.contains(10..<40))
+    }
+}
