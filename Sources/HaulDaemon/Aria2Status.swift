@@ -80,11 +80,23 @@ extension DownloadManager.Download {
         ]
     }
 
-    /// Every source of the file, each `used` while the download runs (they all are).
+    /// Every source of the file, each `used` while the download runs. Beyond aria2's keys, a
+    /// running download from several sources gives each one's `downloadSpeed`, and `dropped`
+    /// (why) for one it stopped using (then `waiting`, as aria2 lists a URI it does not use).
     var aria2URIs: JSONValue {
-        .array(
-            request.sources.map { source in
-                ["uri": .string(source.displayURI), "status": .string(status == .running ? "used" : "waiting")]
+        let states = status == .running ? progress?.sources ?? [] : []
+        return .array(
+            request.sources.enumerated().map { index, source in
+                var entry: [String: JSONValue] = ["uri": .string(source.displayURI), "status": .string(status == .running ? "used" : "waiting")]
+                if index < states.count {
+                    if let dropped = states[index].dropped {
+                        entry["status"] = "waiting"
+                        entry["dropped"] = .string(dropped)
+                    } else {
+                        entry["downloadSpeed"] = .string(String(Int64(states[index].bytesPerSecond)))
+                    }
+                }
+                return .object(entry)
             })
     }
 

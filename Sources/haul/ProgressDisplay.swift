@@ -163,7 +163,12 @@ final class ProgressDisplay: Sendable {
 
     func liveLines(_ running: [DownloadManager.Download], totals: DownloadManager.Totals) -> [String] {
         let room = max(1, min(10, Terminal.height - 3))
-        var lines = running.prefix(room).map(line(for:))
+        var lines: [String] = []
+        for download in running.prefix(room) {
+            lines.append(line(for: download))
+            // One download from several sources: each one's speed, or why it was dropped.
+            if running.count == 1 { lines += sourceLines(for: download) }
+        }
         if running.count > room { lines.append("… and \(running.count - room) more running") }
         if count > 1 { lines.append(totalLine(totals)) }
         return lines
@@ -186,6 +191,17 @@ final class ProgressDisplay: Sendable {
             if let eta = progress.eta { parts.append("ETA \(Format.duration(eta))") }
         }
         return parts.joined(separator: "  ")
+    }
+
+    /// `  from https://mirror.example/f.iso  2.0 MiB/s` for each source of a download from several, at most
+    /// eight (the rest counted).
+    func sourceLines(for download: DownloadManager.Download) -> [String] {
+        let sources = download.progress?.sources ?? []
+        var lines = sources.prefix(8).map { source in
+            "  from \(source.uri)  " + (source.dropped.map { "dropped: \($0)" } ?? Format.rate(source.bytesPerSecond))
+        }
+        if sources.count > 8 { lines.append("  … and \(sources.count - 8) more sources") }
+        return lines
     }
 
     func totalLine(_ totals: DownloadManager.Totals) -> String {

@@ -134,6 +134,31 @@ import Testing
         }
     }
 
+    /// tellStatus (and so the page's detail view) gives each source's speed while it runs, and
+    /// why one was dropped.
+    @Test func eachSourceShowsItsSpeedOrWhyItWasDropped() async throws {
+        try await RPCFixture.with(connections: 4) { t async throws in
+            var route = Route(content: testBytes(4 << 20, seed: 6))
+            route.bytesPerSecond = 1 << 20
+            t.server.serve("/ok.bin", route)
+            t.server.serve(
+                "/gone.bin",
+                {
+                    var gone = Route(content: []); gone.status = 404; return gone
+                }())
+            let uris: JSONValue = [.string(t.server.url("/ok.bin")), .string(t.server.url("/gone.bin"))]
+            let gid = try #require(try await t.call("aria2.addUri", [uris, ["min-split-size": "1M"]]).string)
+            func entries(_ status: JSONValue) -> [JSONValue] { status["files"]?.array?.first?["uris"]?.array ?? [] }
+            let status = try await t.waitFor(gid) { status in
+                entries(status).last?["dropped"] != nil && entries(status).first?["downloadSpeed"] != nil
+            }
+            #expect(entries(status).last?["dropped"]?.string?.contains("404") == true, "\(status)")
+            #expect(entries(status).last?["status"] == "waiting")
+            #expect(entries(status).first?["status"] == "used")
+            try await t.waitFor(gid) { $0["status"] == "complete" }
+        }
+    }
+
     @Test func changeUriAddsAndRemovesSources() async throws {
         try await RPCFixture.with(connections: 1) { t async throws in
             let (a, b, c) = (t.server.url("/a.bin"), t.server.url("/b.bin"), t.server.url("/c.bin"))

@@ -146,7 +146,9 @@ const Fmt = (() => {
 
   // aria2's URI status ("used" / "waiting") as it reads.
   function uriStatus(u, d) {
-    if (u.status === "used") return "In use";
+    // Haul's keys beyond aria2's: a dropped source says why, a used one its own speed.
+    if (u.dropped) return "Dropped: " + u.dropped;
+    if (u.status === "used") return u.downloadSpeed !== undefined ? "In use · " + speed(u.downloadSpeed) : "In use";
     return { complete: "Was used", error: "Was tried", removed: "Was used" }[d.status] || "Not in use yet";
   }
 
