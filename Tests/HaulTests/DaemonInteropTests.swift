@@ -91,6 +91,36 @@ import Testing
         }
     }
 
+    @Test(.enabled(if: hasAria2p || isCI))
+    func aria2pDrivesADownloadFromSeveralSources() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try await FaultServer.withServer { server in
+            var slow = Route(content: testBytes(6 << 20, seed: 9))
+            slow.bytesPerSecond = 1 << 20
+            server.serve("/many.bin", slow)
+            server.serve("/extra.bin", slow)
+            server.serve(
+                "/gone.bin",
+                {
+                    var gone = Route(content: []); gone.status = 404; return gone
+                }())
+            let script = URL(fileURLWithPath: Self.script).deletingLastPathComponent().appendingPathComponent("aria2p_sources.py").path
+            try await DaemonProcess.with(state: dir.file("state"), in: dir.path, ["--rpc-secret", "s0urces"]) { daemon in
+                let (status, output) = try await Task.detached {
+                    try Self.runPython([
+                        script, "--port", String(daemon.endpoint.port), "--secret", "s0urces", "--dir", dir.file("dl"),
+                        server.url("/many.bin"), server.url("/gone.bin"), server.url("/extra.bin"),
+                    ])
+                }.value
+                #expect(status == 0, "\(output)\n\(daemon.log)")
+                #expect(output.contains("[aria2p_sources] PASS"))
+                #expect(digest(dir.contents("dl/many.bin")) == digest(slow.content))
+                #expect(try await daemon.stop() == 0)
+            }
+        }
+    }
+
     @Test(.enabled(if: chromium != nil || isCI))
     func webPageShowsADownloadReachingOneHundredPercent() async throws {
         let chromium = try #require(Self.chromium, "install Debian's chromium (scripts/install-deps.sh --with-test-servers)")
