@@ -172,6 +172,39 @@ import Testing
         #expect(notes.contains { $0.hasPrefix("dropped source \(gone)") && $0.contains("404") }, "\(notes)")
     }
 
+    /// Real nginx as four mirrors of one file: one answers 404, one has another length, one
+    /// serves the same length with every piece damaged. Each is dropped and named, and the
+    /// file is byte-identical.
+    @Test func nginxMirrorsThatGoWrongAreDroppedAndNamed() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let content = testBytes(Self.size, seed: 66)
+        var damaged = content
+        for start in stride(from: 0, to: content.count, by: Self.piece) { damaged[start + 5] ^= 0x5A }
+        try dir.write("www/good.bin", content, creatingFolders: true)
+        try dir.write("www/short.bin", Array(content.prefix(Self.size - Self.piece)))
+        try dir.write("www/bad.bin", damaged)
+        let harness = try Harness()
+        defer { harness.remove() }
+        try await NginxServer.withServer(root: dir.file("www"), limitRate: 4 << 20) { nginx in
+            let names = ["good", "gone", "short", "bad"]
+            var request = DownloadRequest(
+                sources: names.map { .init(uri: nginx.url("/limited/\($0).bin")) }, file: harness.directory.file("f.bin"))
+            request.connections = 8
+            request.minimumSplitSize = Int64(Self.piece)
+            request.retryWait = .milliseconds(10)
+            request.pieces = Self.pieces(of: content)
+            let (result, notes) = try await Self.download(request, harness)
+            _ = try result.get()
+            #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+            for (name, why) in [("gone", "404"), ("short", "serves \(Self.size - Self.piece) bytes"), ("bad", "did not match its sha-256 digest")] {
+                #expect(notes.contains { $0.hasPrefix("dropped source \(nginx.url("/limited/\(name).bin"))") && $0.contains(why) }, "\(name): \(notes)")
+            }
+            // A piece good.bin shared with bad.bin names both, but drops neither: good.bin stays.
+            #expect(!notes.contains { $0.hasPrefix("dropped source \(nginx.url("/limited/good.bin"))") }, "\(notes.joined(separator: " / "))")
+        }
+    }
+
     @Test func wholePiecesAndByteRanges() {
         let pieces = PieceChecksums(algorithm: .md5, length: 10, hashes: Array(repeating: String(repeating: "0", count: 32), count: 4))
         #expect(pieces.fits(total: 35))
