@@ -1,4 +1,5 @@
 import Foundation
+import HaulTestSupport
 import Synchronization
 import Testing
 @testable import Haul
@@ -136,5 +137,36 @@ extension StoreWriterTests {
     /// Every column a patch can change is a column of the table.
     @Test func patchColumnsAreTableColumns() {
         for column in RowPatch.Column.allCases { #expect(DownloadRow.storedColumns.contains(column.name)) }
+    }
+}
+
+/// A file at its final name always has its download's row in the store: a `kill -9` right after
+/// the rename must not leave a file no record knows (`haul mirror` would take it for someone
+/// else's, and never update or delete it).
+@Suite struct RowBeforeFileTests {
+    @Test func theRowIsWrittenBeforeTheFileAppears() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        server.serve("/small.bin", Route(content: testBytes(1000, seed: 67)))
+        let downloader = try harness.downloader()
+        let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 4))
+        let path = harness.directory.file("small.bin")
+        // As `haul mirror` adds its files: a batch through the manager.
+        let added = try await manager.add(contentsOf: [harness.request(server.url("/small.bin"), file: "small.bin")])
+        let id = try added[0].get()
+        // Look as often as possible until the file is there, then at once at the store.
+        var appeared = false
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !appeared, ContinuousClock.now < deadline {
+            appeared = FileManager.default.fileExists(atPath: path)
+            if !appeared { await Task.yield() }
+        }
+        #expect(appeared)
+        let row = try await Store(directory: harness.stateDirectory).committedRow(id)
+        #expect(row != nil, "the file is at its final name, its row is not in the store")
+        await manager.shutdown()
+        try await downloader.shutdown()
+        try await server.shutdown()
     }
 }

@@ -375,6 +375,9 @@ extension DownloadRunner {
             }
         }
         await events.transferred()
+        // The row first, then the file: a download added moments ago may still have its insert
+        // waiting for company (a crash would leave a file at its final name that no row knows).
+        if store.writer.isInserting(id) { try await store.flush() }
         let committed = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
         store.writer.update(id, .finished(path: committed.path, bytes: total, fileModified: committed.modified))
         report(&transfer, at: .now)

@@ -155,6 +155,8 @@ final class StoreWriter: Sendable {
         /// store reads here (there is no other record of it).
         var failure: DownloadError?
         var transactions = 0
+        /// Rows whose insert is in the transaction being written.
+        var insertsInFlight: Set<DownloadID> = []
     }
 
     private let database: any DatabaseWriter
@@ -178,6 +180,13 @@ final class StoreWriter: Sendable {
 
     /// Callers of ``flush()`` waiting now (for tests).
     var flushWaiters: Int { state.withLock { $0.nextWaiters.count + $0.inflightWaiters.count } }
+
+    /// Whether the insert of row `id` is pending or being written: a file must not reach its
+    /// final name before its row is in the store (after a crash, a file no row knows is
+    /// someone else's).
+    func isInserting(_ id: DownloadID) -> Bool {
+        state.withLock { $0.pending[id]?.insert != nil || $0.insertsInFlight.contains(id) }
+    }
 
     func insert(_ row: DownloadRow) {
         submit(row.id) { pending in
@@ -264,6 +273,7 @@ final class StoreWriter: Sendable {
                 }
                 let batch = state.pending
                 state.pending = [:]
+                state.insertsInFlight = Set(batch.compactMap { $0.value.insert == nil ? nil : $0.key })
                 // Whoever asked while nothing was pending (between transactions) waits for nothing.
                 let stragglers = state.inflightWaiters
                 state.inflightWaiters = state.nextWaiters
@@ -281,6 +291,7 @@ final class StoreWriter: Sendable {
             }
             let waiters = state.withLock { state in
                 state.transactions += 1
+                state.insertsInFlight = []
                 if case .failure(let error) = outcome, state.failure == nil { state.failure = error }
                 defer { state.inflightWaiters = [] }
                 return state.inflightWaiters
