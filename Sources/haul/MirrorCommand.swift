@@ -42,7 +42,7 @@ struct MirrorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Leave out files and folders whose path below URL (or name) matches this glob (repeatable).", valueName: "glob"))
     var exclude: [String] = []
 
-    @Flag(help: "Remove files this mirror copied earlier that are no longer on the server (never any other file).")
+    @Flag(help: "Remove files this mirror copied earlier that are no longer on the server, and the folders that leaves empty (never any other file).")
     var delete = false
 
     @Flag(help: "Print what would be fetched and deleted; change nothing.")

@@ -132,6 +132,7 @@ final class MirrorRun: Sendable {
                     if !quiet { Terminal.write("deleted \(relative)\n") }
                     deleted += 1
                     await manager.remove(download.id)
+                    removeEmptyFolders(above: path)
                 } else {
                     Terminal.error("cannot delete \(path): \(String(cString: strerror(errno)))")
                 }
@@ -141,6 +142,16 @@ final class MirrorRun: Sendable {
             }
         }
         return deleted
+    }
+
+    /// Removes the folders above a deleted file that it leaves empty, up to (not including)
+    /// the mirror's root: a folder gone from the server goes with its last file. `rmdir` only
+    /// removes an empty folder, so a folder holding anything else, a user's file say, stays.
+    private func removeEmptyFolders(above path: String) {
+        var folder = (path as NSString).deletingLastPathComponent
+        while folder.count > root.count, folder.hasPrefix(root + "/"), rmdir(folder) == 0 {
+            folder = (folder as NSString).deletingLastPathComponent
+        }
     }
 
     static func exists(_ path: String) -> Bool {

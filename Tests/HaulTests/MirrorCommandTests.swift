@@ -204,6 +204,38 @@ struct MirrorCommandTests {
         #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("http://127.0.0.1:9/pub/"), "\(refused.stderr)")
     }
 
+    /// `--delete` takes a folder gone from the server with its last file, but never a folder
+    /// that still holds something this mirror did not write.
+    @Test func deleteRemovesTheFoldersItEmpties() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        func listing(_ names: [String]) -> Route {
+            var route = Route(content: Array(names.map { "<a href=\"\($0)\">\($0)</a>" }.joined().utf8))
+            route.contentType = "text/html"
+            return route
+        }
+        server.serve("/t/", listing(["top.bin", "gone/", "kept/"]))
+        server.serve("/t/gone/", listing(["deep/"]))
+        server.serve("/t/gone/deep/", listing(["a.bin"]))
+        server.serve("/t/kept/", listing(["b.bin"]))
+        for path in ["/t/top.bin", "/t/gone/deep/a.bin", "/t/kept/b.bin"] { server.serve(path, Route(content: testBytes(1000))) }
+        let arguments = ["mirror", "-q", "--delete", "--state-dir", dir.file("state"), server.url("/t/"), dir.file("copy")]
+        let first = try await HaulProcess.run(arguments, in: dir.path)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(dir.exists("copy/gone/deep/a.bin") && dir.exists("copy/kept/b.bin"))
+
+        // Both folders are gone from the server; the user keeps a file of their own in one.
+        server.serve("/t/", listing(["top.bin"]))
+        try dir.write("copy/kept/mine.txt", Array("mine".utf8))
+        let second = try await HaulProcess.run(arguments, in: dir.path)
+        try await server.shutdown()
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(!dir.exists("copy/gone"), "an emptied folder goes, its emptied parent too")
+        #expect(!dir.exists("copy/kept/b.bin") && dir.contents("copy/kept/mine.txt") == Array("mine".utf8))
+        #expect(dir.exists("copy/top.bin"))
+    }
+
     @Test func killNineDuringAMirrorThenRerunFetchesOnlyWhatIsMissing() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()
