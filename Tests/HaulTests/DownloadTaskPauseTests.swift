@@ -72,6 +72,47 @@ import Testing
         #expect(digest(paused.harness.directory.contents("f.bin")) == digest(paused.route.content))
     }
 
+    /// A download from several sources, with piece digests, pauses into a token that keeps
+    /// both: continued from its JSON, the rest comes from every source and is checked.
+    @Test func aTokenKeepsTheSourcesAndThePieces() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(8 << 20, seed: 31)
+        for path in ["/a.bin", "/b.bin"] {
+            var route = Route(content: content)
+            route.bytesPerSecond = 2 << 20
+            server.serve(path, route)
+        }
+        let pieces = PieceChecksumTests.pieces(of: content)
+        var request = harness.request(server.url("/a.bin"), file: "f.bin") {
+            $0.connections = 4
+            $0.minimumSplitSize = 256 << 10
+            $0.pieces = pieces
+        }
+        request.sources.append(.init(uri: server.url("/b.bin"), priority: 2))
+        let downloader = try harness.downloader()
+        let task = try await downloader.download(request)
+        #expect(try await waitUntil { fileSize(harness.directory.file("f.bin.part")) >= 1 << 20 })
+        let token = try #require(await task.pause())
+        try await downloader.shutdown()
+        #expect(token.sources == request.sources)
+        #expect(token.pieces == pieces)
+        let json = try JSONEncoder().encode(token)
+        let sentByB = server.stats("/b.bin").bodyBytesSent
+
+        let result = try await Downloader.withDownloader(.init(stateDirectory: harness.directory.file("other-state"))) {
+            downloader throws(DownloadError) in
+            let token: ResumeToken
+            do { token = try JSONDecoder().decode(ResumeToken.self, from: json) } catch { throw .invalidRequest("\(error)") }
+            return try await downloader.download(resuming: token) { $0.connections = 4 }.result()
+        }
+        try await server.shutdown()
+        #expect(result.bytes == Int64(content.count))
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        #expect(server.stats("/b.bin").bodyBytesSent > sentByB, "the mirror served part of the rest")
+    }
+
     @Test func resultAndProgressOfAPausedTaskEndWithTheToken() async throws {
         let server = try await FaultServer.start()
         let harness = try Harness()

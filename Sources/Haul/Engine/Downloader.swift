@@ -293,7 +293,10 @@ public final class Downloader: Sendable {
             throw .invalidRequest("resume token version \(token.version) is not supported (this Haul reads \(ResumeToken.readableVersions))")
         }
         var request = DownloadRequest(url: token.url, file: token.destination)
+        // The mirrors as they were, unless the token's URL was changed meanwhile.
+        if let sources = token.sources, sources.first?.uri == token.url { request.sources = sources }
         request.checksum = token.checksum
+        request.pieces = token.pieces
         configure(&request)
         try request.validate()
         let resumed = request.absolutized

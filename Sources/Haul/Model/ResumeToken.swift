@@ -27,6 +27,11 @@ import Foundation
 /// }
 /// ```
 ///
+/// A download from several sources adds `"sources"` (each `{"uri": …, "priority": …,
+/// "location": …}`, the first one's URI being `url`), and one with piece digests adds `"pieces"`
+/// (`{"algorithm": "sha-256", "length": 1048576, "hashes": […]}`); readers that do not know
+/// them ignore them and continue from `url` alone.
+///
 /// `ranges` lists the durable bytes of `destination + ".part"`, each as its first byte and
 /// its size. Version 1 tokens wrote them as text, `"0-19136512"`, meaning bytes 0 up to but
 /// not including 19136512; they are still read.
@@ -56,6 +61,11 @@ public struct ResumeToken: Codable, Sendable, Hashable {
     public var ranges: ByteRanges
     /// The digest the finished file must match, when one was asked for.
     public var checksum: Checksum?
+    /// Every source of a download from several (its mirrors), the first being ``url``; nil for
+    /// a download from its one URL.
+    public var sources: [DownloadRequest.Source]?
+    /// The digests of the file's pieces, when the download had them.
+    public var pieces: PieceChecksums?
 
     /// The path of the partial file.
     public var partPath: String { destination + ".part" }

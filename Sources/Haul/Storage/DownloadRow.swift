@@ -237,5 +237,7 @@ extension ResumeToken {
         validators = row.validators
         ranges = row.ranges
         checksum = row.request.checksum
+        sources = row.request.hasMirrors ? row.request.sources : nil
+        pieces = row.request.pieces
     }
 }
