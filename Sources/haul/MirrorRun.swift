@@ -116,17 +116,20 @@ final class MirrorRun: Sendable {
 
     /// The digest `--checksum-file` lists for the file at `path` (below the start URL): the one
     /// under that path, else the one under its name alone when the list names no other file so
-    /// and no other file of the tree matched it.
+    /// and no other file of the tree took it (the file of that name in URL's own folder, whose
+    /// listing is read first, or the first one found below).
     private func listedChecksum(_ path: String) -> Checksum? {
         guard let file = checksums?.file, let checksum = file.checksum(forPath: path) else { return nil }
-        guard file.matchesByBaseNameOnly(path) else { return checksum }
+        let byNameOnly = file.matchesByBaseNameOnly(path)
+        // A name listed without a folder that matches exactly: a file of URL's own folder.
+        guard byNameOnly || !path.contains("/") else { return checksum }
         let name = ChecksumFile.baseName(path)
         let first = state.withLock { state in
             if let claimed = state.matchedByName[name] { return claimed }
             state.matchedByName[name] = path
             return path
         }
-        guard first == path else {
+        guard first == path || !byNameOnly else {
             Terminal.error("\(path) is not verified: the checksum file lists \(name) alone, and \(first) matched it first")
             return nil
         }
