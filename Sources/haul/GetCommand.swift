@@ -33,6 +33,8 @@ struct GetCommand: AsyncParsableCommand {
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
     var checksum: String?
 
+    @OptionGroup var checksums: ChecksumFileOptions
+
     @Option(
         help: ArgumentHelp(
             "Another URL of the same file (repeatable): the download spreads over the URL and its mirrors. Takes a single URL; in an input file, put a file's URLs on one line, separated by tabs.",
@@ -103,7 +105,11 @@ struct GetCommand: AsyncParsableCommand {
         }
         if output == "-" { return try await streamToStandardOutput(configuration) }
 
+        // The options parsed once: every request shares them (one copy of the headers, not a million).
+        var template = DownloadRequest(url: "", directory: directory)
+        try transfer.apply(to: &template)
         let downloader = try ExitStatus.openDownloader(configuration)
+        let sums = try await checksums.load(template: template, downloader: downloader)
         let manager = DownloadManager(
             downloader: downloader,
             configuration: .init(
@@ -116,9 +122,6 @@ struct GetCommand: AsyncParsableCommand {
         var pending = urls.map { InputEntry(url: $0, mirrors: mirror) }
         // Two URLs of this run for the same file: the second is an error, not a replacement.
         var urlOfFile: [String: String] = [:]
-        // The options parsed once: every request shares them (one copy of the headers, not a million).
-        var template = DownloadRequest(url: "", directory: directory)
-        try transfer.apply(to: &template)
         let checksum = try self.checksum.map { text in
             do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
         }
@@ -128,7 +131,8 @@ struct GetCommand: AsyncParsableCommand {
             var batch: [(InputEntry, DownloadRequest)] = []
             for entry in pending {
                 do {
-                    let request = try request(for: entry, template: template, checksum: checksum)
+                    var request = try request(for: entry, template: template, checksum: checksum)
+                    if let sums, request.checksum == nil { request.checksum = try listedChecksum(for: entry, in: sums) }
                     if case .file(let path) = request.destination {
                         let absolute = DownloadRequest.absolutePath(path)
                         if let other = urlOfFile.updateValue(entry.url, forKey: absolute), other != entry.url {
@@ -201,8 +205,10 @@ struct GetCommand: AsyncParsableCommand {
             do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
         }
         let downloader = try ExitStatus.openDownloader(configuration)
+        let sums = request.checksum == nil ? try await checksums.load(template: request, downloader: downloader) : nil
         var failure: DownloadError?
         do throws(DownloadError) {
+            if let sums { request.checksum = try listedChecksum(for: InputEntry(url: url), in: sums) }
             _ = try await downloader.stream(request) { bytes in try StandardOutput.write(bytes) }
         } catch {
             failure = error
@@ -212,6 +218,20 @@ struct GetCommand: AsyncParsableCommand {
             Terminal.error(failure.description)
             throw ExitCode(ExitStatus.code(for: [failure]))
         }
+    }
+
+    /// The digest `--checksum-file` lists for an entry's file, matched by the name the file is
+    /// known by before the download: `-o` or the entry's `out=`, else (or when that is not
+    /// listed) the URL's last path segment — not a name the server suggests. An unlisted file
+    /// is said in one line, or, with `--require-checksum`, fails.
+    private func listedChecksum(for entry: InputEntry, in sums: ChecksumFile) throws(DownloadError) -> Checksum? {
+        let given = output == "-" ? entry.out : output ?? entry.out
+        let names = [given, ChecksumFile.fileName(ofURL: entry.url)].compactMap { $0 }
+        for name in names { if let listed = sums.checksum(forPath: name) { return listed } }
+        let name = names.first ?? URLRedaction.redact(entry.url)
+        if checksums.requireChecksum { throw sums.notListed(name) }
+        if !quiet { Terminal.error("\(name) is not in the checksum file \(sums.source): not verified") }
+        return nil
     }
 
     /// The request for one URL (and its mirrors) with the command's options; an entry's own `out=`, `dir=` and

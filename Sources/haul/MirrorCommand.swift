@@ -13,7 +13,10 @@ struct MirrorCommand: AsyncParsableCommand {
             Python's http.server, never above URL nor to another host. A rerun asks the server about \
             every file it copied with one conditional request and fetches only what changed; an \
             interrupted run continues. --delete removes files this mirror copied that are gone from \
-            the server, and nothing else.
+            the server, and nothing else. With --checksum-file, each file fetched is verified \
+            against the digest listed under its path below URL (or its name alone, when that is \
+            listed once) before it gets its name; files not fetched again (unchanged on the \
+            server) are not hashed again.
 
             Exit status: \(ExitStatus.summary)
             """)
@@ -51,6 +54,8 @@ struct MirrorCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON on standard output.")
     var json = false
 
+    @OptionGroup var checksums: ChecksumFileOptions
+
     @OptionGroup var transfer: TransferOptions
 
     @Option(help: "Seconds without receiving any byte before a try is abandoned and retried from where it was.")
@@ -86,7 +91,10 @@ struct MirrorCommand: AsyncParsableCommand {
             throw ExitCode(ExitStatus.unusable)
         }
         let start = ListingRoot.folder(url)
+        var template = DownloadRequest(url: start, directory: root)
+        try transfer.apply(to: &template)
         let downloader = try ExitStatus.openDownloader(configuration)
+        let sums = try await checksums.load(template: template, downloader: downloader)
         // One queue a mirror (its URL and folder): its rows are the files it wrote, the only
         // ones --delete may remove.
         let manager = DownloadManager(
@@ -95,8 +103,6 @@ struct MirrorCommand: AsyncParsableCommand {
                 maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost,
                 queue: MirrorQueue.name(url: start, directory: root)))
         let interrupts = InterruptHandler(manager: manager)
-        var template = DownloadRequest(url: start, directory: root)
-        try transfer.apply(to: &template)
 
         // What earlier runs of this mirror wrote, by path; unfinished ones continue now (not
         // in a dry run, which changes nothing).
@@ -108,7 +114,9 @@ struct MirrorCommand: AsyncParsableCommand {
             Terminal.error(error.description)
             throw ExitCode(ExitStatus.code(for: [error]))
         }
-        let run = MirrorRun(root: root, earlier: earlier, dryRun: dryRun, listsChanges: !json)
+        let run = MirrorRun(
+            root: root, earlier: earlier, dryRun: dryRun, listsChanges: !json,
+            checksums: sums.map { MirrorRun.Checksums(file: $0, required: checksums.requireChecksum) })
         var walk = TreeWalk(start: start, template: template)
         walk.maxDepth = level
         walk.parallelListings = parallelListings

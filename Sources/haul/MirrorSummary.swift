@@ -12,6 +12,12 @@ struct MirrorSummary {
     var skipped = 0
     /// Dry run: files copied before, which a real run would check with the server.
     var toCheck = 0
+    /// Whether a checksum file was given: the table then tells the two counts below.
+    var checksFiles = false
+    /// Files fetched and found to match the checksum file.
+    var verified = 0
+    /// Files the checksum file does not list.
+    var unlisted = 0
     var bytesFetched: Int64 = 0
     var errors: [DownloadError] = []
 
@@ -21,7 +27,11 @@ struct MirrorSummary {
             ("failed", "\(failed)"),
         ]
         if skipped > 0 { rows.append(("skipped", "\(skipped)")) }
-        if dryRun { rows = [("would fetch", "\(new)"), ("would check", "\(toCheck)"), ("would delete", "\(deleted)")] }
+        if checksFiles { rows += [("verified", "\(verified)"), ("unlisted", "\(unlisted)")] }
+        if dryRun {
+            rows = [("would fetch", "\(new)"), ("would check", "\(toCheck)"), ("would delete", "\(deleted)")]
+            if checksFiles { rows.append(("unlisted", "\(unlisted)")) }
+        }
         let width = rows.map(\.0.count).max() ?? 0
         var text = ""
         for (name, value) in rows { text += name.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + value + "\n" }
@@ -30,6 +40,6 @@ struct MirrorSummary {
     }
 
     var json: String {
-        #"{"new":\#(new),"updated":\#(updated),"unchanged":\#(unchanged),"deleted":\#(deleted),"failed":\#(failed),"skipped":\#(skipped),"bytesFetched":\#(bytesFetched)}"#
+        #"{"new":\#(new),"updated":\#(updated),"unchanged":\#(unchanged),"deleted":\#(deleted),"failed":\#(failed),"skipped":\#(skipped),"verified":\#(verified),"unlisted":\#(unlisted),"bytesFetched":\#(bytesFetched)}"#
     }
 }

@@ -15,10 +15,10 @@ extension DownloadRunner {
     ///
     /// - Throws: ``DownloadError``; of kind ``DownloadError/Kind/invalidRequest`` when the body
     ///   is longer than `maxBytes` (not retried: it would be as long again).
-    func page(maxBytes: Int) async throws(DownloadError) -> FetchedPage {
+    func page(maxBytes: Int, what: String = "a listing") async throws(DownloadError) -> FetchedPage {
         if !validated { try request.validate() }
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
-        let tooLong = DownloadError.invalidRequest("\(request.displayURL) is longer than \(maxBytes >> 20) MiB: not read as a listing")
+        let tooLong = DownloadError.invalidRequest("\(request.displayURL) is longer than \(maxBytes >> 20) MiB: not read as \(what)")
         return try await retrying(&retry) { () async throws(DownloadError) -> FetchedPage in
             let answer = try await transport.send(.GET, url: request.url, headers: headers, stallTimeout: stallTimeout)
             guard (200...299).contains(answer.head.status) else { throw answer.head.error.with(url: request.url) }
@@ -43,12 +43,12 @@ extension DownloadRunner {
 }
 
 extension Downloader {
-    /// Reads a small page (a folder's listing) into memory, with the request's network
-    /// options, credentials and retries; its destination is not used.
+    /// Reads a small page (a folder's listing, `what` errors call it) into memory, with the
+    /// request's network options, credentials and retries; its destination is not used.
     ///
     /// - Throws: ``DownloadError``, of kind ``DownloadError/Kind/invalidRequest`` for a body
     ///   longer than `maxBytes`.
-    package func page(_ request: DownloadRequest, maxBytes: Int) async throws(DownloadError) -> FetchedPage {
-        try await runner(request, id: .next(), events: .init()).page(maxBytes: maxBytes)
+    package func page(_ request: DownloadRequest, maxBytes: Int, what: String = "a listing") async throws(DownloadError) -> FetchedPage {
+        try await runner(request, id: .next(), events: .init()).page(maxBytes: maxBytes, what: what)
     }
 }

@@ -51,6 +51,12 @@ public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
         self.hex = hex
     }
 
+    /// A digest already known to be `algorithm`'s length in lowercase hex.
+    init(algorithm: Algorithm, validHex hex: String) {
+        self.algorithm = algorithm
+        self.hex = hex
+    }
+
     /// `sha-256=…`
     public var description: String { "\(algorithm.rawValue)=\(hex)" }
 }
