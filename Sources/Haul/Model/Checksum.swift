@@ -93,20 +93,6 @@ struct StreamingDigest {
         buffer.withUnsafeReadableBytes { update($0) }
     }
 
-    /// Feeds the bytes of `range` of `part`, read a MiB at a time.
-    mutating func update(from part: PartFile, range: Range<Int64>) throws(DownloadError) {
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(1 << 20), max(1, Int64(range.count)))), alignment: 16)
-        defer { chunk.deallocate() }
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let wanted = UnsafeMutableRawBufferPointer(rebasing: chunk[0..<Int(min(Int64(chunk.count), range.upperBound - offset))])
-            let n = try part.read(into: wanted, at: offset)
-            guard n > 0 else { throw .io("read", path: part.path, errno: EIO) }
-            update(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            offset += Int64(n)
-        }
-    }
-
     func finalizeHex() -> String {
         let bytes: [UInt8] =
             switch state {
@@ -182,13 +168,6 @@ public struct PieceChecksums: Sendable, Hashable, Codable {
             if end > first { whole.insert(first * length..<min(total, end * length)) }
         }
         return whole
-    }
-
-    /// Hashes piece `index` of `part` and compares it with its digest.
-    func matches(_ index: Int, of part: PartFile, total: Int64) throws(DownloadError) -> Bool {
-        var digest = StreamingDigest(algorithm)
-        try digest.update(from: part, range: range(of: index, total: total))
-        return digest.finalizeHex() == hashes[index]
     }
 
     /// `piece 3 (bytes 3145728–4194303)`, for messages.
