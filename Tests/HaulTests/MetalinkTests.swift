@@ -201,6 +201,16 @@ import Testing
             "document type declaration"
         ),
         (
+            "UTF-7, hiding its declaration",
+            """
+            <?xml version="1.0" encoding="UTF-7"?>+ADw-!DOCTYPE m +AFs-+ADw-!ENTITY x SYSTEM +ACI-file:///etc/passwd+ACI-+AD4-+AF0-+AD4-
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="f"><url>http://a/+ACY-x;</url></file></metalink>
+            """,
+            "only UTF-8 is read"
+        ),
+        ("text before the root", "+ADw-!DOCTYPE <metalink/>", "text before its root element"),
+        ("a comment that does not end", "<?xml version='1.0'?><!-- <!DOCTYPE x []> <metalink/>", "does not end"),
+        (
             "undeclared entity",
             #"<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="f"><url>http://a/&lol;</url></file></metalink>"#,
             "refers to the entity &lol;"
@@ -261,11 +271,14 @@ import Testing
         #expect(ContinuousClock.now - started < .seconds(5), "\(what) took long")
     }
 
-    @Test func anOversizedDocumentIsRefusedUnread() {
+    @Test func anOversizedOrNotUTF8DocumentIsRefusedUnread() {
         var document = Data(Self.meta4Text("f", "<url>http://a/f</url>").utf8)
         document.append(Data(repeating: 0x20, count: Metalink.maxDocumentBytes))
         #expect(Self.failure(document)?.contains("at most \(Metalink.maxDocumentBytes)") == true)
         #expect(Self.failure(Data([0xFF, 0xFE, 0x3C, 0x00]))?.contains("not UTF-8") == true)
+        // UTF-16 without a byte order mark, which libxml2 would recognise by its first bytes.
+        let utf16 = #"<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE m [<!ENTITY x "y">]><metalink/>"#
+        #expect(Self.failure(Data(utf16.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }))?.contains("not UTF-8") == true)
         #expect(Self.failure(Data())?.contains("empty") == true)
     }
 

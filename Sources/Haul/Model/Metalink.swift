@@ -116,14 +116,15 @@ public struct Metalink: Sendable, Hashable {
     /// laughs, external entities), and the Linux `XMLParser` reports none of them to its delegate.
     ///
     /// Only the prolog is read — the byte order mark, the XML declaration, comments, processing
-    /// instructions and white space — up to the first `<!` that is not a comment, which is
-    /// refused, or the first other markup, which the parser reads.
+    /// instructions and white space — up to the root element's `<`; a `<!` that is not a
+    /// comment is refused. So that these bytes mean to the parser what they mean here, the
+    /// document must be UTF-8: no NUL byte (UTF-16 and UTF-32 have them), nothing but markup
+    /// and white space before the root (EBCDIC), and no other encoding declared (UTF-7 would
+    /// hide a `<!DOCTYPE` as `+ADw-!DOCTYPE`).
     static func refuseDocumentType(_ data: Data) throws(DownloadError) {
-        let bytes = [UInt8](data.prefix(1 << 20))
-        var index = 0
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3 }
-        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) || bytes.first == 0 {
-            throw .invalidRequest("the Metalink document is not UTF-8")
+        let bytes = [UInt8](data)
+        guard !bytes.contains(0) else {
+            throw .invalidRequest("the Metalink document is not UTF-8 (it holds NUL bytes, as UTF-16 and UTF-32 do)")
         }
         func starts(_ prefix: String, at offset: Int) -> Bool {
             bytes[offset...].starts(with: prefix.utf8)
@@ -137,23 +138,53 @@ public struct Metalink: Sendable, Hashable {
             }
             return nil
         }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        var index = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        if starts("<?xml", at: index), index + 5 < bytes.count, isSpace(bytes[index + 5]) || bytes[index + 5] == UInt8(ascii: "?") {
+            guard let next = end(of: "?>", after: index + 5) else {
+                throw .invalidRequest("the XML declaration of the Metalink document does not end")
+            }
+            let declaration = String(decoding: bytes[(index + 5)..<(next - 2)], as: UTF8.self)
+            if let encoding = Self.pseudoAttribute("encoding", in: declaration),
+                !["utf-8", "utf8", "us-ascii", "ascii"].contains(encoding.lowercased())
+            {
+                throw .invalidRequest("the Metalink document is encoded in \(encoding.debugDescription); only UTF-8 is read")
+            }
+            index = next
+        }
         while index < bytes.count {
-            switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D:
+            if isSpace(bytes[index]) {
                 index += 1
-            case UInt8(ascii: "<") where starts("<?", at: index):
-                guard let next = end(of: "?>", after: index + 2) else { return }
+            } else if starts("<!--", at: index) {
+                guard let next = end(of: "-->", after: index + 4) else {
+                    throw .invalidRequest("a comment of the Metalink document does not end")
+                }
                 index = next
-            case UInt8(ascii: "<") where starts("<!--", at: index):
-                guard let next = end(of: "-->", after: index + 4) else { return }
+            } else if starts("<?", at: index) {
+                guard let next = end(of: "?>", after: index + 2) else {
+                    throw .invalidRequest("a processing instruction of the Metalink document does not end")
+                }
                 index = next
-            case UInt8(ascii: "<") where starts("<!", at: index):
+            } else if starts("<!", at: index) {
                 throw .invalidRequest(
                     "the Metalink document has a document type declaration (<!DOCTYPE>); documents that declare entities are refused")
-            default:
+            } else if bytes[index] == UInt8(ascii: "<") {
                 return
+            } else {
+                throw .invalidRequest("the Metalink document is not UTF-8 XML: it has text before its root element")
             }
         }
+    }
+
+    /// The value of the pseudo-attribute `name` (`encoding="UTF-8"`) of an XML declaration.
+    private static func pseudoAttribute(_ name: String, in declaration: String) -> String? {
+        guard let found = declaration.range(of: name) else { return nil }
+        var rest = declaration[found.upperBound...].drop { $0.isWhitespace }
+        guard rest.first == "=" else { return nil }
+        rest = rest.dropFirst().drop { $0.isWhitespace }
+        guard let quote = rest.first, quote == "\"" || quote == "'" else { return nil }
+        rest = rest.dropFirst()
+        return String(rest.prefix { $0 != quote })
     }
 
     /// The algorithm a Metalink (`sha-256`, v4), Metalink 3 (`sha256`) or RFC 3230 (`SHA`,
