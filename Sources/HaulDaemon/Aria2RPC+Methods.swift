@@ -50,7 +50,7 @@ extension Aria2RPC {
             return "OK"
         case "aria2.removeDownloadResult": return try await removeResult(p)
         case "aria2.getVersion":
-            return ["version": .string(HaulVersion.string), "enabledFeatures": ["HTTPS", "Message Digest"]]
+            return ["version": .string(HaulVersion.string), "enabledFeatures": ["HTTPS", "Message Digest", "Metalink"]]
         case "aria2.getSessionInfo": return ["sessionId": .string(sessionID)]
         case "aria2.shutdown", "aria2.forceShutdown":
             requestShutdown()

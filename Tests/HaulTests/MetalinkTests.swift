@@ -361,6 +361,7 @@ import Testing
             #expect(await t.failure("aria2.addMetalink", [.string(document.base64EncodedString()), ["out": "x"]])?.contains("out") == true)
             #expect(try await t.gids("aria2.tellStopped", [0, 10]).count == 2)
             #expect(try await t.gids("aria2.tellWaiting", [0, 10]).isEmpty)
+            #expect(try await t.call("aria2.getVersion")["enabledFeatures"]?.array?.contains("Metalink") == true)
         }
     }
 
