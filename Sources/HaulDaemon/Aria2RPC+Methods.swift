@@ -5,8 +5,9 @@ extension Aria2RPC {
     func dispatch(_ method: String, _ p: Parameters, _ exchange: inout Exchange) async throws(RPCError) -> JSONValue {
         switch method {
         case "aria2.addUri": return try await addURI(p)
-        case "aria2.addTorrent", "aria2.addMetalink", "aria2.getPeers":
-            throw .failed("\(method) is not supported: Haul downloads http:// and https:// URLs only (no BitTorrent or Metalink)")
+        case "aria2.addMetalink": return try await addMetalink(p)
+        case "aria2.addTorrent", "aria2.getPeers":
+            throw .failed("\(method) is not supported: Haul downloads http:// and https:// URLs only (no BitTorrent)")
         case "aria2.remove", "aria2.forceRemove": return try await remove(p)
         case "aria2.pause", "aria2.forcePause": return try await pause(p)
         case "aria2.pauseAll", "aria2.forcePauseAll":
@@ -49,7 +50,7 @@ extension Aria2RPC {
             return "OK"
         case "aria2.removeDownloadResult": return try await removeResult(p)
         case "aria2.getVersion":
-            return ["version": .string(HaulVersion.string), "enabledFeatures": ["HTTPS", "Message Digest"]]
+            return ["version": .string(HaulVersion.string), "enabledFeatures": ["HTTPS", "Message Digest", "Metalink"]]
         case "aria2.getSessionInfo": return ["sessionId": .string(sessionID)]
         case "aria2.shutdown", "aria2.forceShutdown":
             requestShutdown()
@@ -77,6 +78,55 @@ extension Aria2RPC {
             if await manager.waitingPosition(of: id) != nil { await manager.move(id, to: position) }
         }
         return .string(id.description)
+    }
+
+    /// `[base64 metalink, options, position]`: one download for each file of the document, with
+    /// the options as `addUri` takes them (`dir` is where the files go, each under its Metalink
+    /// name); its GIDs, in the document's order. Nothing is added when one file cannot be.
+    func addMetalink(_ p: Parameters) async throws(RPCError) -> JSONValue {
+        let encoded = try p.string(0).filter { !$0.isWhitespace }
+        guard encoded.utf8.count <= (Metalink.maxDocumentBytes / 3 + 1) * 4 else {
+            throw .failed("the Metalink document is larger than \(Metalink.maxDocumentBytes) bytes")
+        }
+        guard let data = Data(base64Encoded: encoded) else { throw .failed("the Metalink document is not valid base64") }
+        let options = try p.object(1) ?? [:]
+        if p.count > 2, try p.int(2) < 0 { throw .failed("Position must be greater than or equal to 0.") }
+        for name in ["out", "checksum"] where options[name] != nil {
+            throw .failed("\(name) cannot be given with a Metalink: each file has its own name and digests")
+        }
+        let metalink: Metalink
+        do { metalink = try Metalink(parsing: data) } catch { throw .failed(error.message) }
+        var requests: [DownloadRequest] = []
+        var paused = false
+        for file in metalink.files {
+            let (base, pause) = try Aria2Options.request(
+                urls: file.sources.map(\.uri), options: options, defaults: globals, template: template)
+            paused = pause
+            // The name is checked as an `out` is: inside the folder, each part short enough.
+            let folder = base.destination.path
+            _ = try globals.folders.file(file.name, in: folder)
+            let request = file.request(in: folder, template: base)
+            do { try request.validate() } catch { throw .failed("\(file.name): \(error.message)") }
+            requests.append(request)
+        }
+        let results: [Result<DownloadManager.ID, DownloadError>]
+        do { results = try await manager.add(contentsOf: requests, paused: paused) } catch { throw .failed(error.description) }
+        let ids = results.compactMap { try? $0.get() }
+        if ids.count < results.count {
+            for id in ids { await manager.remove(id) }
+            let (index, error) = results.enumerated().lazy.compactMap { item -> (Int, DownloadError)? in
+                guard case .failure(let error) = item.element else { return nil }
+                return (item.offset, error)
+            }.first!
+            throw .failed("\(metalink.files[index].name): \(error.message)")
+        }
+        if p.count > 2 {
+            let position = try p.int(2)
+            for (offset, id) in ids.enumerated() {
+                if await manager.waitingPosition(of: id) != nil { await manager.move(id, to: position + offset) }
+            }
+        }
+        return .array(ids.map { .string($0.description) })
     }
 
     func remove(_ p: Parameters) async throws(RPCError) -> JSONValue {

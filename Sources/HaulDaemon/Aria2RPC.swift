@@ -7,8 +7,9 @@ import Logging
 ///
 /// Differences from aria2c, on purpose:
 /// - `remove` also deletes the partial file (aria2 leaves it and its `.aria2` file behind).
-/// - A download has one URL: `addUri` uses the first of several, `changeUri` keeps the first
-///   URL of the resulting list.
+/// - Several URIs of `addUri` are sources of one file, as in aria2: its segments are spread
+///   over them, and `changeUri` edits the list. `addMetalink` adds one download for each file
+///   of the document, from its `http`/`https` URLs; its `out` and `checksum` options are refused.
 /// - `split` and `max-connection-per-server` both default to 4 (aria2: 5 and 1).
 /// - Downloads, finished ones too, survive a restart of the daemon: the store is the session,
 ///   so `saveSession` has nothing left to do.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Haul
 import Logging
+import Synchronization
 
 struct GetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -29,6 +30,13 @@ struct GetCommand: AsyncParsableCommand {
             "Read URLs from this file ('-' for standard input): one a line, each optionally followed by indented aria2-style 'out=', 'dir=' and 'checksum=' lines; '#' starts a comment."
     )
     var inputFile: String?
+
+    @Option(
+        name: [.customShort("M"), .customLong("metalink-file")],
+        help: ArgumentHelp(
+            "A Metalink document (.meta4 or .metalink) to download (repeatable): a path, an http:// or https:// URL, or '-' for standard input. Each of its files is saved into --dir under its Metalink name, fetched from all of its URLs and checked against its digests.",
+            valueName: "file"))
+    var metalinkFile: [String] = []
 
     @Option(help: "Verify the finished file: sha-256=HEX, sha-1=HEX, sha-512=HEX or md5=HEX.")
     var checksum: String?
@@ -65,9 +73,17 @@ struct GetCommand: AsyncParsableCommand {
     var stateDir: String?
 
     func validate() throws {
-        if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL, or --input-file") }
+        if urls.isEmpty && inputFile == nil && metalinkFile.isEmpty {
+            throw ValidationError("give at least one URL, or --input-file, or --metalink-file")
+        }
         if output != nil && (urls.count > 1 || inputFile != nil) {
             throw ValidationError("--output takes a single URL; use --dir for several")
+        }
+        if output != nil && !metalinkFile.isEmpty {
+            throw ValidationError("--output cannot be used with --metalink-file: each file of a Metalink is saved under its own name in --dir")
+        }
+        if metalinkFile.filter({ $0 == "-" }).count + (inputFile == "-" ? 1 : 0) > 1 {
+            throw ValidationError("standard input ('-') can be read once: give it to one --input-file or --metalink-file")
         }
         if !mirror.isEmpty && (urls.count != 1 || inputFile != nil) {
             throw ValidationError("--mirror takes a single URL; in an input file, put a file's URLs on one line, separated by tabs")
@@ -108,8 +124,22 @@ struct GetCommand: AsyncParsableCommand {
         // The options parsed once: every request shares them (one copy of the headers, not a million).
         var template = DownloadRequest(url: "", directory: directory)
         try transfer.apply(to: &template)
+        let checksum = try self.checksum.map { text in
+            do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
+        }
+        var failures: [DownloadError] = []
         let downloader = try ExitStatus.openDownloader(configuration)
         let sums = try await checksums.load(template: template, downloader: downloader)
+        // Each Metalink's files, read (or fetched) before anything starts.
+        var fromMetalinks: [(InputEntry, DownloadRequest)] = []
+        for document in metalinkFile {
+            do throws(DownloadError) {
+                fromMetalinks += try await metalinkRequests(document, template: template, downloader: downloader)
+            } catch {
+                Terminal.error("\(Self.shown(document)): \(error.message)")
+                failures.append(error)
+            }
+        }
         let manager = DownloadManager(
             downloader: downloader,
             configuration: .init(
@@ -117,22 +147,22 @@ struct GetCommand: AsyncParsableCommand {
         let interrupts = InterruptHandler(manager: manager)
         let display = ProgressDisplay(quiet: quiet, manager: manager, startedAt: startedAt)
         let drawing = Task { await display.run() }
-        var failures: [DownloadError] = []
         var input = try inputFile.map(InputFile.init(path:))
         var pending = urls.map { InputEntry(url: $0, mirrors: mirror) }
         // Two URLs of this run for the same file: the second is an error, not a replacement.
         var urlOfFile: [String: String] = [:]
-        let checksum = try self.checksum.map { text in
-            do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
-        }
         while interrupts.exitStatus == nil {
             if pending.isEmpty, input != nil { pending = try input!.next(Self.batchSize) }
-            if pending.isEmpty { break }
+            if pending.isEmpty && fromMetalinks.isEmpty { break }
             var batch: [(InputEntry, DownloadRequest)] = []
-            for entry in pending {
+            // A Metalink's requests are made already; an entry's are made here.
+            let work = fromMetalinks.map { ($0.0, Optional($0.1)) } + pending.map { ($0, DownloadRequest?.none) }
+            fromMetalinks = []
+            for (entry, made) in work {
                 do {
-                    var request = try request(for: entry, template: template, checksum: checksum)
-                    if let sums, request.checksum == nil { request.checksum = try listedChecksum(for: entry, in: sums) }
+                    var request = try made ?? request(for: entry, template: template, checksum: checksum)
+                    // A Metalink's file carries its own digests; a listed one checks the others.
+                    if made == nil, let sums, request.checksum == nil { request.checksum = try listedChecksum(for: entry, in: sums) }
                     if case .file(let path) = request.destination {
                         let absolute = DownloadRequest.absolutePath(path)
                         if let other = urlOfFile.updateValue(entry.url, forKey: absolute), other != entry.url {
@@ -164,7 +194,9 @@ struct GetCommand: AsyncParsableCommand {
                 break
             }
         }
-        if display.isEmpty, failures.isEmpty { throw ValidationError("no URLs to download in \(inputFile ?? "the arguments")") }
+        if display.isEmpty, failures.isEmpty {
+            throw ValidationError("no URLs to download in \(inputFile ?? metalinkFile.first ?? "the arguments")")
+        }
         await manager.waitUntilIdle()
         drawing.cancel()
         await drawing.value
@@ -234,6 +266,73 @@ struct GetCommand: AsyncParsableCommand {
         return nil
     }
 
+    /// The requests for every file of the Metalink document `document` (a path, an `http(s)`
+    /// URL or `-`), each into its place inside `--dir` with the command's options; the files
+    /// left out are said on standard error.
+    private func metalinkRequests(
+        _ document: String, template: DownloadRequest, downloader: Downloader
+    ) async throws(DownloadError) -> [(InputEntry, DownloadRequest)] {
+        let metalink = try Metalink(parsing: try await Self.read(document, template: template, downloader: downloader))
+        if !quiet {
+            for line in metalink.skipped { Terminal.error("\(Self.shown(document)): skipped \(line)") }
+        }
+        var made: [(InputEntry, DownloadRequest)] = []
+        for file in metalink.files {
+            let request = file.request(in: directory, template: template)
+            do throws(DownloadError) { try request.validate() } catch {
+                throw .invalidRequest("\(file.name): \(error.message)")
+            }
+            made.append((InputEntry(url: file.sources[0].uri), request))
+        }
+        return made
+    }
+
+    /// `document` as it may be shown: a URL without its credentials.
+    private static func shown(_ document: String) -> String {
+        document.contains("://") ? URLRedaction.redact(document) : document
+    }
+
+    /// The bytes of a Metalink document: a file, standard input (`-`), or an `http(s)` URL
+    /// fetched with the command's network options; at most ``Metalink/maxDocumentBytes``.
+    private static func read(_ document: String, template: DownloadRequest, downloader: Downloader) async throws(DownloadError) -> Data {
+        let limit = Metalink.maxDocumentBytes
+        let tooLarge = DownloadError.invalidRequest("the Metalink document is larger than \(limit) bytes")
+        let lowered = document.lowercased()
+        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
+            var request = template
+            request.sources = [DownloadRequest.Source(uri: document)]
+            request.destination = .file("-")
+            request.checksum = nil
+            let body = FetchedBody()
+            _ = try await downloader.stream(request) { bytes throws(DownloadError) in
+                try body.bytes.withLock { data throws(DownloadError) in
+                    guard data.count + bytes.count <= limit else { throw tooLarge }
+                    data.append(contentsOf: bytes)
+                }
+            }
+            return body.bytes.withLock { $0 }
+        }
+        let handle: FileHandle
+        if document == "-" {
+            handle = FileHandle.standardInput
+        } else {
+            guard let opened = FileHandle(forReadingAtPath: document) else {
+                throw .invalidRequest("cannot read the Metalink document: \(String(cString: strerror(errno)))")
+            }
+            handle = opened
+        }
+        defer { if document != "-" { try? handle.close() } }
+        do {
+            let data = try handle.read(upToCount: limit + 1) ?? Data()
+            guard data.count <= limit else { throw tooLarge }
+            return data
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .invalidRequest("cannot read the Metalink document: \(error)")
+        }
+    }
+
     /// The request for one URL (and its mirrors) with the command's options; an entry's own `out=`, `dir=` and
     /// `checksum=` win.
     private func request(for entry: InputEntry, template: DownloadRequest, checksum: Checksum?) throws -> DownloadRequest {
@@ -259,4 +358,9 @@ struct GetCommand: AsyncParsableCommand {
         try request.validate()
         return request
     }
+}
+
+/// The body of a fetched Metalink document, filled by the download's stream.
+private final class FetchedBody: Sendable {
+    let bytes = Mutex(Data())
 }

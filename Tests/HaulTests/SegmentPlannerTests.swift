@@ -8,6 +8,18 @@ import Testing
         #expect(segments.map { $0.next..<$0.end } == [0..<200, 200..<400, 400..<600, 600..<800])
     }
 
+    /// With piece digests, cuts fall on piece boundaries: each piece comes from one connection.
+    @Test func cutsFallOnTheAlignment() {
+        var planner = SegmentPlanner(missing: [0..<1000], connections: 3, minimumSplit: 50, alignment: 64)
+        let segments = (0..<3).compactMap { _ in planner.assign() }
+        #expect(segments.allSatisfy { $0.next % 64 == 0 }, "\(segments)")
+        _ = planner.advance(segments[0].id, to: 100)
+        planner.release(segments[0].id)
+        _ = planner.assign()  // the released rest, 100..<448
+        let thief = planner.assign()
+        #expect(thief.map { $0.next % 64 == 0 } == true, "\(String(describing: thief))")
+    }
+
     @Test func neverCutsBelowTheMinimumSplit() {
         var planner = SegmentPlanner(missing: [0..<150], connections: 8, minimumSplit: 100)
         #expect(planner.assign()?.end == 150)

@@ -70,10 +70,11 @@ extension DownloadRunner {
             for index in sources.indices { lease?.release(dealt[index] - (index == 0 ? 1 : 0), host: hosts[index]) }
         }
         let connections = dealt.reduce(0, +)
-        let planner = SegmentPlanner(missing: missing, connections: connections, minimumSplit: request.minimumSplitSize)
         let total = transfer.machine.total ?? 0
-        let board = SegmentBoard(
-            planner: planner, written: trusted, sources: sources.count, pieces: try pieceDigests(total: total), total: total)
+        let pieces = try pieceDigests(total: total)
+        let planner = SegmentPlanner(
+            missing: missing, connections: connections, minimumSplit: request.minimumSplitSize, alignment: pieces?.length ?? 1)
+        let board = SegmentBoard(planner: planner, written: trusted, sources: sources.count, pieces: pieces, total: total)
         let context = SegmentContext(
             total: total, validators: transfer.machine.validators, destination: transfer.state.path,
             part: transfer.part, checkpointer: transfer.checkpointer, board: board, sources: sources)

@@ -29,6 +29,9 @@ struct SegmentPlanner: Sendable {
     }
 
     let minimumSplit: Int64
+    /// Where a split may fall: a multiple of this (the piece length of a request with piece
+    /// digests, so that a piece comes from one connection and a bad one names its source).
+    let alignment: Int64
     private(set) var active: [Segment] = []
     /// Missing bytes nobody is fetching.
     private(set) var unassigned: [Range<Int64>]
@@ -38,15 +41,17 @@ struct SegmentPlanner: Sendable {
     ///   - missing: the holes of the file, in any order.
     ///   - connections: how many connections will ask for work; the holes are pre-cut into that
     ///     many pieces (never below `minimumSplit`) so they all start at once.
-    init(missing: [Range<Int64>], connections: Int, minimumSplit: Int64) {
+    init(missing: [Range<Int64>], connections: Int, minimumSplit: Int64, alignment: Int64 = 1) {
         self.minimumSplit = max(1, minimumSplit)
+        self.alignment = max(1, alignment)
         var pieces = missing.filter { !$0.isEmpty }
         while pieces.count < connections,
             let largest = pieces.indices.max(by: { pieces[$0].count < pieces[$1].count }),
             Int64(pieces[largest].count) >= 2 * self.minimumSplit
         {
             let range = pieces[largest]
-            let middle = range.lowerBound + Int64(range.count) / 2
+            let middle = Self.aligned(range.lowerBound + Int64(range.count) / 2, to: self.alignment)
+            guard middle > range.lowerBound else { break }
             pieces[largest] = range.lowerBound..<middle
             pieces.insert(middle..<range.upperBound, at: largest + 1)
         }
@@ -76,10 +81,10 @@ struct SegmentPlanner: Sendable {
         let victim = active[index]
         // The share that makes both connections end together; half when a speed is unknown.
         let fraction = rate.flatMap { thief in victim.rate.map { thief / (thief + $0) } } ?? 0.5
-        let share = Int64(Double(victim.remaining) * fraction)
-        if share >= minimumSplit, victim.remaining - share >= minimumSplit {
-            active[index].end = victim.end - share
-            return start(victim.end - share..<victim.end, rate: rate, source: source)
+        let cut = Self.aligned(victim.end - Int64(Double(victim.remaining) * fraction), to: alignment)
+        if victim.end - cut >= minimumSplit, cut - victim.next >= minimumSplit {
+            active[index].end = cut
+            return start(cut..<victim.end, rate: rate, source: source)
         }
         // End game: too little to split, but the idle connection is to another source at least
         // twice as fast: it fetches the whole rest, and the slow one stops where it is.
@@ -91,6 +96,9 @@ struct SegmentPlanner: Sendable {
         }
         return nil
     }
+
+    /// `offset` rounded down to a multiple of `alignment`.
+    static func aligned(_ offset: Int64, to alignment: Int64) -> Int64 { offset - offset % alignment }
 
     /// Below this, a segment's rest is not worth a new request even from a faster source.
     static let endGameMinimum: Int64 = 16 << 10
