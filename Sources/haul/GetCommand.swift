@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import Haul
 import Logging
-import Synchronization
 
 struct GetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -301,16 +300,7 @@ struct GetCommand: AsyncParsableCommand {
         if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
             var request = template
             request.sources = [DownloadRequest.Source(uri: document)]
-            request.destination = .file("-")
-            request.checksum = nil
-            let body = FetchedBody()
-            _ = try await downloader.stream(request) { bytes throws(DownloadError) in
-                try body.bytes.withLock { data throws(DownloadError) in
-                    guard data.count + bytes.count <= limit else { throw tooLarge }
-                    data.append(contentsOf: bytes)
-                }
-            }
-            return body.bytes.withLock { $0 }
+            return Data(try await downloader.page(request, maxBytes: limit, what: "a Metalink document").body)
         }
         let handle: FileHandle
         if document == "-" {
@@ -358,9 +348,4 @@ struct GetCommand: AsyncParsableCommand {
         try request.validate()
         return request
     }
-}
-
-/// The body of a fetched Metalink document, filled by the download's stream.
-private final class FetchedBody: Sendable {
-    let bytes = Mutex(Data())
 }
