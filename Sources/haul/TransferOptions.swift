@@ -35,6 +35,12 @@ struct TransferOptions: ParsableArguments {
         help: "Replace a different file already at the destination instead of saving as name.1.ext.")
     var overwrite = false
 
+    @Flag(
+        help:
+            "Fetch each file from the mirrors its server names too (Link: rel=duplicate headers, RFC 6249), checked against the server's Digest header when no checksum is given."
+    )
+    var followMetalink = false
+
     @OptionGroup(title: "Network") var network: NetworkFlags
 
     static let defaultConnections = 4
@@ -68,6 +74,7 @@ struct TransferOptions: ParsableArguments {
             request.rateLimit = rate > 0 ? rate : nil
         }
         request.overwrite = overwrite
+        request.followMetalink = followMetalink
         try network.apply(to: &request.network)
     }
 

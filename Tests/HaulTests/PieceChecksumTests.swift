@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HaulTestSupport
 import Testing
@@ -225,5 +226,67 @@ import Testing
         ranges.remove(20..<30)
         #expect(ranges == ByteRanges([0..<20, 30..<100]))
         #expect(ranges.contains(30..<100) && !ranges.contains(10..<40))
+    }
+}
+
+/// Metalink/HTTP (RFC 6249): with `followMetalink`, the mirrors a server names in its first
+/// answer's `Link` headers serve the file too, checked against its `Digest`.
+@Suite struct MetalinkHTTPTests {
+    func serve(digest: [UInt8]) async throws -> (FaultServer, [UInt8]) {
+        let server = try await FaultServer.start()
+        let content = testBytes(4 << 20, seed: 71)
+        var origin = Route(content: content)
+        origin.bytesPerSecond = 2 << 20
+        let sha = Data(SHA256.hash(data: digest)).base64EncodedString()
+        origin.responseHeaders = [
+            ("Link", "<\(server.url("/m1.bin"))>; rel=duplicate; pri=1, <\(server.url("/m2.bin"))>; rel=duplicate; pri=2"),
+            ("Digest", "SHA-256=\(sha)"),
+        ]
+        server.serve("/f.bin", origin)
+        for path in ["/m1.bin", "/m2.bin"] {
+            var mirror = Route(content: content)
+            mirror.bytesPerSecond = 2 << 20
+            server.serve(path, mirror)
+        }
+        return (server, content)
+    }
+
+    @Test func theMirrorsTheServerNamesServeTheFile() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        let (server, content) = try await serve(digest: testBytes(4 << 20, seed: 71))
+        let request = harness.request(server.url("/f.bin"), file: "f.bin") {
+            $0.connections = 6
+            $0.minimumSplitSize = 256 << 10
+            $0.followMetalink = true
+        }
+        _ = try await harness.download(request).get()
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        #expect(server.stats("/m1.bin").bodyBytesSent > 0 && server.stats("/m2.bin").bodyBytesSent > 0)
+
+        // Without it, the Link headers are only headers.
+        let plain = harness.request(server.url("/f.bin"), file: "g.bin") {
+            $0.connections = 6
+            $0.minimumSplitSize = 256 << 10
+        }
+        let sentByMirror = server.stats("/m1.bin").bodyBytesSent
+        _ = try await harness.download(plain).get()
+        #expect(server.stats("/m1.bin").bodyBytesSent == sentByMirror)
+        try await server.shutdown()
+    }
+
+    @Test func theServersDigestIsTheChecksum() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        let (server, _) = try await serve(digest: Array("another file".utf8))
+        let request = harness.request(server.url("/f.bin"), file: "f.bin") { $0.followMetalink = true }
+        let result = try await harness.download(request)
+        try await server.shutdown()
+        guard case .failure(let error) = result else {
+            Issue.record("a file that does not match the server's Digest completed")
+            return
+        }
+        #expect(error.kind == .checksum)
+        #expect(harness.directory.contents("f.bin") == nil)
     }
 }

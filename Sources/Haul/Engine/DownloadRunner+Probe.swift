@@ -8,6 +8,9 @@ struct ProbeResult: Sendable {
     var validators: Validators
     var acceptsRanges: Bool
     var suggestedName: String?
+    /// The `Link` and `Digest` headers, for ``DownloadRequest/followMetalink``.
+    var links: [String] = []
+    var digests: [String] = []
 }
 
 /// The first answer of an attempt: what it says about the file, and its body when it was a
@@ -137,5 +140,7 @@ extension ProbeResult {
         validators = head.validators
         acceptsRanges = head.acceptsRanges
         suggestedName = head.contentDisposition.flatMap(ContentDisposition.filename(from:))
+        links = head.links
+        digests = head.digests
     }
 }

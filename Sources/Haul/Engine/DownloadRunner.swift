@@ -60,7 +60,7 @@ struct DownloadRunner: Sendable {
 
     /// The run from the first contact on, with the first source. With other sources left, a
     /// first contact that fails is not retried: `failed` tells why, and nil is returned.
-    private func fromFirstSource(_ retry: inout RetryPolicy, failed: inout DownloadError?) async throws(DownloadError) -> DownloadResult? {
+    private mutating func fromFirstSource(_ retry: inout RetryPolicy, failed: inout DownloadError?) async throws(DownloadError) -> DownloadResult? {
         // The name the URL gives a file saved into a folder, worked out once.
         let urlName: String? = if case .directory = request.destination { DestinationResolver.name(of: request.url) } else { nil }
         var streamFirst = true
@@ -80,6 +80,7 @@ struct DownloadRunner: Sendable {
                     try await self.firstContact(streamFirst: streamFirst, urlName: urlName)
                 }
             }
+            if request.followMetalink { follow(first.probe) }
             let resolver = DestinationResolver(overwrite: request.overwrite)
             let wanted = try resolver.path(
                 for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
@@ -111,6 +112,20 @@ struct DownloadRunner: Sendable {
             }
         }
         throw .io("another process keeps replacing \(request.url)'s destination; try again")
+    }
+
+    /// Takes the mirrors a first answer names in `Link: <…>; rel=duplicate` headers as more
+    /// sources of this run (after the request's own), and its `Digest` as the checksum when the
+    /// request has none (RFC 6249).
+    private mutating func follow(_ probe: ProbeResult) {
+        let named = Metalink.duplicates(inLinkHeaders: probe.links, base: probe.url)
+        let known = Set(request.sources.map(\.uri))
+        let more = named.filter { !known.contains($0.uri) }.prefix(DownloadRequest.maxSources - request.sources.count)
+        if !more.isEmpty {
+            request.sources += more
+            events.note("the server names \(more.count) mirror\(more.count == 1 ? "" : "s")")
+        }
+        if request.checksum == nil, let digest = Metalink.checksum(inDigestHeaders: probe.digests) { request.checksum = digest }
     }
 
     /// Where the download goes by the URL alone (what ``nothingOnDisk(urlName:)`` looked at).

@@ -16,6 +16,10 @@ struct ResponseHead: Sendable {
     /// The media type as sent (`text/html; charset=utf-8`).
     var contentType: String?
     var isChunked: Bool
+    /// Every `Link` header's value (RFC 8288; a server names a file's mirrors in them, RFC 6249).
+    var links: [String] = []
+    /// Every `Digest` header's value (RFC 3230).
+    var digests: [String] = []
 
     init(status: Int, reason: String = "", headers: HTTPHeaders, now: Date = Date()) {
         self.status = status
@@ -29,6 +33,8 @@ struct ResponseHead: Sendable {
         for (name, value) in headers {
             switch name.utf8.count {
             case 4 where Self.named(name, "etag"): etag = etag ?? value
+            case 4 where Self.named(name, "link"): links.append(value)
+            case 6 where Self.named(name, "digest"): digests.append(value)
             case 11 where Self.named(name, "retry-after"): retry = retry ?? value
             case 12 where Self.named(name, "content-type"): type = type ?? value
             case 13 where Self.named(name, "accept-ranges"): ranges = ranges || Self.lists(value, "bytes")

@@ -108,6 +108,14 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         get { options.value.pieces }
         set { change { $0.pieces = newValue } }
     }
+    /// Take the mirrors and the digest the server names in its first answer (Metalink/HTTP,
+    /// RFC 6249: `Link: <…>; rel=duplicate` headers, and `Digest: SHA-256=…`) as more sources
+    /// and the checksum of this download. Off by default: the server then chooses other hosts
+    /// to fetch from.
+    public var followMetalink: Bool {
+        get { options.value.followMetalink }
+        set { change { $0.followMetalink = newValue } }
+    }
     /// Tries in a row that may fail before giving up; a try that made progress resets the count.
     public var maxTries: Int {
         get { options.value.maxTries }
@@ -177,6 +185,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         var headers: [Header] = []
         var checksum: Checksum?
         var pieces: PieceChecksums?
+        var followMetalink = false
         var maxTries = 5
         var retryWait: Duration = .seconds(1)
         var overwrite = false
@@ -234,6 +243,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         decoded.headers = try container.decodeIfPresent([Header].self, forKey: .headers) ?? []
         decoded.checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
         decoded.pieces = try container.decodeIfPresent(PieceChecksums.self, forKey: .pieces)
+        decoded.followMetalink = try container.decodeIfPresent(Bool.self, forKey: .followMetalink) ?? false
         decoded.maxTries = try container.decodeIfPresent(Int.self, forKey: .maxTries) ?? 5
         decoded.retryWait = try container.decodeIfPresent(Duration.self, forKey: .retryWait) ?? .seconds(1)
         decoded.overwrite = try container.decodeIfPresent(Bool.self, forKey: .overwrite) ?? false
@@ -249,7 +259,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
 
     private enum CodingKeys: String, CodingKey {
         case url, sources, destination, headers, checksum, maxTries, retryWait, overwrite, connections, minimumSplitSize, rateLimit, network
-        case confinement, pieces
+        case confinement, pieces, followMetalink
     }
 
     /// Writes what differs from the defaults (the network options only when set): each stored
@@ -262,6 +272,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
         try container.encodeIfPresent(checksum, forKey: .checksum)
         try container.encodeIfPresent(pieces, forKey: .pieces)
+        if followMetalink { try container.encode(true, forKey: .followMetalink) }
         try container.encode(maxTries, forKey: .maxTries)
         try container.encode(retryWait, forKey: .retryWait)
         try container.encode(overwrite, forKey: .overwrite)
