@@ -27,6 +27,8 @@ final class ProgressDisplay: Sendable {
         /// an earlier run's in the same folder, or one of this run's that failed before its add
         /// returned. Looked at again each frame; printed once tracked.
         var unclaimed: [DownloadManager.Download] = []
+        /// The sources said to be dropped, as "id uri".
+        var droppedSaid = Set<String>()
     }
     private let state = Mutex(State())
 
@@ -57,6 +59,7 @@ final class ProgressDisplay: Sendable {
             let totals = await manager.totals()
             await reportNewFailures()
             if !quiet {
+                reportDroppedSources(running)
                 if Terminal.isInteractive {
                     Terminal.redraw(liveLines(running, totals: totals))
                 } else if ContinuousClock.now - lastPlain >= Self.plainInterval {
@@ -154,6 +157,22 @@ final class ProgressDisplay: Sendable {
             Terminal.error("\(download.url): \(download.error?.message ?? "failed")")
         }
         if fresh.count > Self.failuresShown { Terminal.error("… and \(fresh.count - Self.failuresShown) more failed") }
+    }
+
+    /// Says once, in a line of its own, each source a running download stopped using and why
+    /// (a live line shows it only while it is drawn, and a plain one not at all).
+    private func reportDroppedSources(_ running: [DownloadManager.Download]) {
+        var lines: [String] = []
+        for download in running {
+            for source in download.progress?.sources ?? [] {
+                guard let why = source.dropped else { continue }
+                let said = state.withLock { $0.droppedSaid.insert("\(download.id) \(source.uri)").inserted }
+                if said { lines.append("\(name(of: download)): dropped source \(source.uri): \(why)") }
+            }
+        }
+        guard !lines.isEmpty else { return }
+        Terminal.clearDisplay()
+        for line in lines { Terminal.error(line) }
     }
 
     /// Failure lines printed at once, at most.

@@ -37,6 +37,28 @@ import Testing
         #expect(!dir.exists("out/m2.bin") && !dir.exists("out/m3.bin"), "one file, not three")
     }
 
+    /// A mirror dropped is said in one line of its own, even when nothing is drawn live.
+    @Test func aDroppedMirrorIsSaidInOneLine() async throws {
+        let (server, content) = try await mirrors(["/m1.bin"], bytesPerSecond: 2 << 20)
+        server.serve(
+            "/gone.bin",
+            {
+                var gone = Route(content: []); gone.status = 404; return gone
+            }())
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let (status, stderr) = try await HaulProcess.run(
+            [
+                "get", "-x", "4", "--min-split-size", "256K", "-o", "f.bin", "--mirror", server.url("/gone.bin"),
+                "--state-dir", dir.file("state"), server.url("/m1.bin"),
+            ], in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        #expect(digest(dir.contents("f.bin")) == digest(content))
+        let said = stderr.split(separator: "\n").filter { $0.contains("dropped source") }
+        #expect(said == ["haul: f.bin: dropped source \(server.url("/gone.bin")): 404 Not Found"], "\(stderr)")
+    }
+
     @Test func mirrorAddsSourcesToTheOneURL() async throws {
         let (server, content) = try await mirrors(["/m1.bin", "/m2.bin"])
         let dir = try TestDirectory()
