@@ -39,11 +39,12 @@ fi
 mkdir -p "$WORK/www"
 [[ "$(stat -c %s "$SRC" 2>/dev/null || echo 0)" == "$SIZE" ]] || head -c "$SIZE" /dev/urandom > "$SRC"
 SRC_SHA=$(sha256sum < "$SRC" | cut -d' ' -f1)
-# The fourth mirror's copy: the same length, MiB 100 overwritten.
+# The fourth mirror's copy: the same length, MiB 8 overwritten (in the share it serves first).
 mkdir -p "$WORK/www-bad"
-if [[ ! -f "$BAD" || "$SRC" -nt "$BAD" ]]; then
+if [[ ! -f "$BAD" || "$SRC" -nt "$BAD" || "$(cat "$WORK/corrupt-mib" 2>/dev/null)" != 8 ]]; then
     cp "$SRC" "$BAD"
-    head -c $((1 << 20)) /dev/urandom | dd of="$BAD" bs=1M seek=100 conv=notrunc status=none
+    head -c $((1 << 20)) /dev/urandom | dd of="$BAD" bs=1M seek=8 conv=notrunc status=none
+    echo 8 > "$WORK/corrupt-mib"
 fi
 
 PIDS=()
@@ -133,7 +134,7 @@ for tool in haul aria2c; do
         aria2c) cmd="aria2c -q -s 12 -x 4 --min-split-size=1M --file-allocation=none -d $WORK/out -M $META" ;;
     esac
     # shellcheck disable=SC2086
-    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.txt" timeout 120 $cmd > "$WORK/tool.log" 2>&1 || true
+    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.txt" timeout 120 $cmd > "$WORK/$tool.log" 2>&1 || true
     read -r wall user sys rss < <(tail -n 1 "$WORK/time.txt") || { wall=0 user=0 sys=0 rss=0; }
     sha=$(sha256sum < "$WORK/out/f.bin" 2>/dev/null | cut -d' ' -f1 || true)
     verdict=ok; [[ "$sha" == "$SRC_SHA" ]] || { verdict="FAILED: wrong or missing bytes"; FAILED=1; }
@@ -141,7 +142,7 @@ for tool in haul aria2c; do
     printf '%-7s wall %7.2f s  cpu %5.2f s  %s; %s MiB from the corrupt mirror\n' "$tool" "$wall" \
         "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$verdict" "$from_bad"
     if [[ $tool == haul ]]; then
-        named=$(tr '\r' '\n' < "$WORK/tool.log" | grep -m1 -o "dropped source ${BAD_URL}: .*digest" || true)
+        named=$(tr '\r' '\n' < "$WORK/haul.log" | grep -m1 -o "dropped source ${BAD_URL}: .*digest" || true)
         if [[ -n "$named" ]]; then echo "        named: $named"; else echo "        FAILED: the corrupt mirror was not named"; FAILED=1; fi
     fi
 done
@@ -158,6 +159,9 @@ $(command_for haul) & HAUL_PID=$!
 sleep "$(awk -v w="$(median <<<"${WALLS[haul]:-2.3}")" 'BEGIN { printf "%.2f", w / 2 }')"
 kill -9 "$HAUL_PID"; wait "$HAUL_PID" 2>/dev/null || true
 sleep 0.5
+recorded=$(sqlite3 "$WORK/out/state/state.sqlite" "SELECT ranges FROM download" 2>/dev/null | tr ',' '\n' |
+    awk -F- '$2 != "" { s += $2 - $1 } END { printf "%.1f", s / 1048576 }')
+echo "recorded at the kill: $recorded MiB"
 sent_before=$(cat "$WORK"/nginx-[012]/access.log | awk '{ s += $1 } END { print s + 0 }')
 # shellcheck disable=SC2046
 timeout 120 $(command_for haul) || true
