@@ -99,3 +99,20 @@ import Testing
         #expect(planner.assign(rate: 1024, source: 0) == nil, "and does not take it back")
     }
 }
+
+/// The connections of a dropped source go on with the others, and the host slots they hold
+/// follow them.
+@Suite struct SegmentBoardDealTests {
+    @Test func aDroppedSourcesConnectionsMoveToTheLeastLoaded() {
+        let board = SegmentBoard(planner: SegmentPlanner(missing: [0..<1000], connections: 6, minimumSplit: 10), written: ByteRanges(), sources: 3)
+        board.deal([3, 2, 1])
+        #expect(board.leasedSlots == [2, 2, 1])
+        #expect(board.drop(0, reason: "bad"))
+        #expect(board.liveSourcesByLoad() == [2, 1])
+        // Two of source 0's connections held slots on its host; its first (the download's own) did not.
+        #expect(board.move(from: 0, to: 2))
+        #expect(board.move(from: 0, to: 1))
+        #expect(!board.move(from: 0, to: 2))
+        #expect(board.leasedSlots == [0, 3, 3])
+    }
+}

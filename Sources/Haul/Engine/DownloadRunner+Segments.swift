@@ -22,6 +22,8 @@ extension DownloadRunner {
         let board: SegmentBoard
         /// The request's sources, in order; connections are spread over them.
         let sources: [DownloadRequest.Source]
+        /// Each source's host, as connection slots are counted.
+        let hosts: [String]
     }
 
     /// The holes left to fetch, when several connections are allowed and the server has shown
@@ -66,8 +68,10 @@ extension DownloadRunner {
                 progressed = true
             }
         }
+        // The slots held on each source's host: the download's first connection is its own.
+        var leased = { dealt.indices.map { dealt[$0] - ($0 == 0 ? 1 : 0) } }
         defer {
-            for index in sources.indices { lease?.release(dealt[index] - (index == 0 ? 1 : 0), host: hosts[index]) }
+            for (index, count) in leased().enumerated() { lease?.release(count, host: hosts[index]) }
         }
         let connections = dealt.reduce(0, +)
         let total = transfer.machine.total ?? 0
@@ -75,9 +79,12 @@ extension DownloadRunner {
         let planner = SegmentPlanner(
             missing: missing, connections: connections, minimumSplit: request.minimumSplitSize, alignment: pieces?.length ?? 1)
         let board = SegmentBoard(planner: planner, written: trusted, sources: sources.count, pieces: pieces, total: total)
+        board.deal(dealt)
+        // Connections move between sources when one is dropped: the board knows who holds what.
+        leased = { board.leasedSlots }
         let context = SegmentContext(
             total: total, validators: transfer.machine.validators, destination: transfer.state.path,
-            part: transfer.part, checkpointer: transfer.checkpointer, board: board, sources: sources)
+            part: transfer.part, checkpointer: transfer.checkpointer, board: board, sources: sources, hosts: hosts)
         logger.debug("segmented", metadata: ["connections": "\(dealt)", "holes": "\(missing.count)"])
         // The first answer's body starts at 0: the segment that starts there is its.
         let opening = first.flatMap { answer in context.board.assign().map { (segment: $0, answer: answer) } }
@@ -113,8 +120,9 @@ extension DownloadRunner {
     /// `opening` is a segment already assigned with the answer that serves it. Ends without an
     /// error when its source is dropped: the others fetch the rest.
     private func connection(
-        _ context: SegmentContext, source: Int, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?
+        _ context: SegmentContext, source first: Int, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?
     ) async -> DownloadError? {
+        var source = first
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
         if let opening {
             do throws(DownloadError) {
@@ -126,7 +134,13 @@ extension DownloadRunner {
         }
         while !context.board.isComplete {
             if Task.isCancelled { return .cancelled }
-            guard context.board.isLive(source) else { return nil }
+            if !context.board.isLive(source) {
+                // Its source was dropped: the connection goes on with another that has room.
+                guard let next = move(from: source, context) else { return nil }
+                source = next
+                retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+                continue
+            }
             guard let segment = context.board.assign(source: source) else {
                 // Nothing worth splitting now; a failing connection may hand work back.
                 do { try await clock.sleep(for: .milliseconds(50)) } catch { return .cancelled }
@@ -140,7 +154,7 @@ extension DownloadRunner {
                 let madeProgress = (context.board.position(of: segment.id) ?? segment.next) > segment.next
                 context.board.release(segment.id)
                 if error.kind != .cancelled, !Task.isCancelled, dropped(source, after: error, context) {
-                    return nil
+                    continue
                 }
                 if error == .rangesNotHonoured || (source > 0 && error.kind == .protocolViolation) { return error }
                 do throws(DownloadError) {
@@ -165,6 +179,16 @@ extension DownloadRunner {
         guard atOnce || context.board.failed(source) >= 2 else { return false }
         guard drop(source, reason: error.message, context) else { return !context.board.isLive(source) }
         return true
+    }
+
+    /// Moves a connection of a dropped source to the live source with the fewest connections
+    /// whose host has a free slot; nil when none has.
+    private func move(from old: Int, _ context: SegmentContext) -> Int? {
+        for candidate in context.board.liveSourcesByLoad() where (lease?.acquire(upTo: 1, host: context.hosts[candidate]) ?? 1) == 1 {
+            if context.board.move(from: old, to: candidate) { lease?.release(1, host: context.hosts[old]) }
+            return candidate
+        }
+        return nil
     }
 
     /// Stops using `source` and says why, once; false when it was dropped already or is the

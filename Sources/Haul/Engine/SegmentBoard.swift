@@ -18,6 +18,10 @@ final class SegmentBoard: Sendable {
         var rate: Double?
         /// Its bytes per second, smoothed, for progress reports.
         var meter = SpeedMeter()
+        /// Connections fetching from it now.
+        var connections = 0
+        /// Of those, the ones holding a slot on its host (the download's first does not).
+        var leased = 0
     }
 
     struct State {
@@ -120,6 +124,40 @@ final class SegmentBoard: Sendable {
             }
             state.started[segment.id] = (source, .now, segment.next)
             return segment
+        }
+    }
+
+    /// Records the connections dealt to each source; all but the download's first (source 0's
+    /// first) hold a slot on their source's host.
+    func deal(_ dealt: [Int]) {
+        state.withLock { state in
+            for (index, count) in dealt.enumerated() where index < state.sources.count {
+                state.sources[index].connections = count
+                state.sources[index].leased = count - (index == 0 ? 1 : 0)
+            }
+        }
+    }
+
+    /// The slots each source's host lends this transfer now.
+    var leasedSlots: [Int] { state.withLock { $0.sources.map(\.leased) } }
+
+    /// The live sources, the fewest connections first.
+    func liveSourcesByLoad() -> [Int] {
+        state.withLock { state in
+            state.sources.indices.filter { state.sources[$0].dropped == nil }.sorted { state.sources[$0].connections < state.sources[$1].connections }
+        }
+    }
+
+    /// A connection leaves `old` (dropped) for `new`, holding a slot on `new`'s host. Returns
+    /// whether it held one on `old`'s, to give back.
+    func move(from old: Int, to new: Int) -> Bool {
+        state.withLock { state in
+            state.sources[old].connections -= 1
+            state.sources[new].connections += 1
+            state.sources[new].leased += 1
+            guard state.sources[old].leased > 0 else { return false }
+            state.sources[old].leased -= 1
+            return true
         }
     }
 
