@@ -118,14 +118,14 @@ struct DownloadRunner: Sendable {
     /// sources of this run (after the request's own), and its `Digest` as the checksum when the
     /// request has none (RFC 6249).
     private mutating func follow(_ probe: ProbeResult) {
-        let named = Metalink.duplicates(inLinkHeaders: probe.links, base: probe.url)
+        let named = MetalinkHTTP.duplicates(inLinkHeaders: probe.links, base: probe.url)
         let known = Set(request.sources.map(\.uri))
         let more = named.filter { !known.contains($0.uri) }.prefix(DownloadRequest.maxSources - request.sources.count)
         if !more.isEmpty {
             request.sources += more
             events.note("the server names \(more.count) mirror\(more.count == 1 ? "" : "s")")
         }
-        if request.checksum == nil, let digest = Metalink.checksum(inDigestHeaders: probe.digests) { request.checksum = digest }
+        if request.checksum == nil, let digest = MetalinkHTTP.checksum(inDigestHeaders: probe.digests) { request.checksum = digest }
     }
 
     /// Where the download goes by the URL alone (what ``nothingOnDisk(urlName:)`` looked at).

@@ -18,19 +18,7 @@ extension Metalink {
     ///     it, relative links are left out.
     /// - Returns: `http`/`https` URLs only, each once, at most ``DownloadRequest/maxSources``.
     public static func duplicates(inLinkHeaders values: [String], base: String? = nil) -> [DownloadRequest.Source] {
-        var sources: [DownloadRequest.Source] = []
-        for link in links(in: values) where link.relations.contains("duplicate") {
-            guard let uri = resolve(link.target, against: base) else { continue }
-            let priority = link.parameters["pri"].flatMap { Int($0) }.flatMap { (1...999_999).contains($0) ? $0 : nil }
-            let location = link.parameters["geo"].flatMap { $0.isEmpty ? nil : $0.lowercased() }
-            sources.append(DownloadRequest.Source(uri: uri, priority: priority, location: location))
-        }
-        let ordered = sources.enumerated().sorted { a, b in
-            let (pa, pb) = (a.element.priority ?? .max, b.element.priority ?? .max)
-            return pa != pb ? pa < pb : a.offset < b.offset
-        }
-        var seen = Set<String>()
-        return ordered.map(\.element).filter { seen.insert($0.uri).inserted }.prefix(DownloadRequest.maxSources).map { $0 }
+        MetalinkHTTP.duplicates(inLinkHeaders: values, base: base)
     }
 
     /// The URL of the Metalink document a response points to: its first `Link` header with
@@ -41,13 +29,7 @@ extension Metalink {
     ///   - values: the value of each `Link` header.
     ///   - base: the URL of the response, against which a relative link is resolved.
     public static func documentURL(inLinkHeaders values: [String], base: String? = nil) -> String? {
-        let types: Set<String> = ["application/metalink4+xml", "application/metalink+xml"]
-        for link in links(in: values) where link.relations.contains("describedby") {
-            let type = link.parameters["type"].map { $0.split(separator: ";").first.map(String.init) ?? $0 }
-            guard let type, types.contains(type.trimmingCharacters(in: .whitespaces).lowercased()) else { continue }
-            if let uri = resolve(link.target, against: base) { return uri }
-        }
-        return nil
+        MetalinkHTTP.documentURL(inLinkHeaders: values, base: base)
     }
 
     /// The strongest digest the `Digest` headers give (RFC 3230: `SHA-256=<base64>`, also
@@ -59,111 +41,6 @@ extension Metalink {
     /// // sha-256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
     /// ```
     public static func checksum(inDigestHeaders values: [String]) -> Checksum? {
-        var best: Checksum?
-        for value in values {
-            for item in value.split(separator: ",") {
-                let item = HTTPSyntax.trimmingOWS(item)
-                guard let equals = item.firstIndex(of: "="), let algorithm = algorithm(named: String(item[..<equals])) else {
-                    continue
-                }
-                let encoded = String(HTTPSyntax.trimmingOWS(item[item.index(after: equals)...]))
-                guard let bytes = Data(base64Encoded: encoded), bytes.count * 2 == algorithm.hexLength else { continue }
-                let hex = bytes.map { String(format: "%02x", $0) }.joined()
-                guard best.map({ strength($0.algorithm) < strength(algorithm) }) ?? true else { continue }
-                best = try? Checksum(parsing: "\(algorithm.rawValue)=\(hex)")
-            }
-        }
-        return best
-    }
-
-    /// One link of a `Link` header (RFC 8288): its target and parameters, names lowercased.
-    struct Link: Equatable {
-        var target: String
-        var parameters: [String: String]
-
-        /// The `rel` parameter's relation types, lowercased.
-        var relations: [String] {
-            (parameters["rel"] ?? "").lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        }
-    }
-
-    /// Every link of `values`: `<uri>; name=token; name="quoted"`, links separated by commas.
-    /// A link that does not start with `<…>` is skipped up to the next comma; the first of a
-    /// parameter given twice counts.
-    static func links(in values: [String]) -> [Link] {
-        var links: [Link] = []
-        for value in values {
-            let characters = Array(value)
-            var index = 0
-            func skipWhitespace() {
-                while index < characters.count, HTTPSyntax.isOWS(characters[index]) { index += 1 }
-            }
-            func skipToNextLink() {
-                var quoted = false
-                while index < characters.count {
-                    let c = characters[index]
-                    if c == "\"" { quoted.toggle() } else if c == "\\" && quoted { index += 1 } else if c == "," && !quoted { break }
-                    index += 1
-                }
-                index += 1
-            }
-            while index < characters.count {
-                skipWhitespace()
-                guard index < characters.count, characters[index] == "<",
-                    let close = characters[index...].firstIndex(of: ">")
-                else {
-                    skipToNextLink()
-                    continue
-                }
-                var link = Link(target: String(characters[(index + 1)..<close]), parameters: [:])
-                index = close + 1
-                while true {
-                    skipWhitespace()
-                    guard index < characters.count, characters[index] == ";" else { break }
-                    index += 1
-                    skipWhitespace()
-                    var name = ""
-                    while index < characters.count, !"=;, \t".contains(characters[index]) {
-                        name.append(characters[index])
-                        index += 1
-                    }
-                    skipWhitespace()
-                    var parameter = ""
-                    if index < characters.count, characters[index] == "=" {
-                        index += 1
-                        skipWhitespace()
-                        if index < characters.count, characters[index] == "\"" {
-                            index += 1
-                            while index < characters.count, characters[index] != "\"" {
-                                if characters[index] == "\\", index + 1 < characters.count { index += 1 }
-                                parameter.append(characters[index])
-                                index += 1
-                            }
-                            index += 1
-                        } else {
-                            while index < characters.count, !";, \t".contains(characters[index]) {
-                                parameter.append(characters[index])
-                                index += 1
-                            }
-                        }
-                    }
-                    let key = name.lowercased()
-                    if !key.isEmpty, link.parameters[key] == nil { link.parameters[key] = parameter }
-                }
-                links.append(link)
-                skipToNextLink()
-            }
-        }
-        return links
-    }
-
-    /// `target` as an absolute `http`/`https` URL: as it is, or resolved against `base`.
-    private static func resolve(_ target: String, against base: String?) -> String? {
-        let trimmed = target.trimmingCharacters(in: .whitespaces)
-        if let parsed = HTTPURL(trimmed), parsed.scheme == "http" || parsed.scheme == "https" { return trimmed }
-        guard let base, let baseURL = URL(string: base), let resolved = URL(string: trimmed, relativeTo: baseURL)?.absoluteString,
-            let parsed = HTTPURL(resolved), parsed.scheme == "http" || parsed.scheme == "https"
-        else { return nil }
-        return resolved
+        MetalinkHTTP.checksum(inDigestHeaders: values)
     }
 }

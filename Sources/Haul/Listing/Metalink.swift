@@ -187,28 +187,6 @@ public struct Metalink: Sendable, Hashable {
         return String(rest.prefix { $0 != quote })
     }
 
-    /// The algorithm a Metalink (`sha-256`, v4), Metalink 3 (`sha256`) or RFC 3230 (`SHA`,
-    /// `SHA-256`) digest type names, or nil for one Haul does not check.
-    static func algorithm(named name: String) -> Checksum.Algorithm? {
-        switch name.lowercased().replacingOccurrences(of: "-", with: "") {
-        case "md5": .md5
-        case "sha1", "sha": .sha1
-        case "sha256": .sha256
-        case "sha512": .sha512
-        default: nil
-        }
-    }
-
-    /// Stronger digests first.
-    static func strength(_ algorithm: Checksum.Algorithm) -> Int {
-        switch algorithm {
-        case .md5: 0
-        case .sha1: 1
-        case .sha256: 2
-        case .sha512: 3
-        }
-    }
-
     /// `name` as a path relative to the download folder: no absolute path, no `..`, no control
     /// characters or backslashes; empty and `.` parts dropped, each part made safe as a
     /// server's file name is (no leading dots, no bidi controls, not too long).
@@ -447,9 +425,9 @@ private final class MetalinkReader: NSObject, XMLParserDelegate {
         }
         var checksum: Checksum?
         for (type, text) in element.hashes {
-            guard let algorithm = Metalink.algorithm(named: type) else { continue }
+            guard let algorithm = Checksum.Algorithm.named(type) else { continue }
             let hex = try Metalink.digest(text, algorithm, of: name)
-            if checksum.map({ Metalink.strength($0.algorithm) < Metalink.strength(algorithm) }) ?? true {
+            if checksum.map({ Checksum.Algorithm.strength($0.algorithm) < Checksum.Algorithm.strength(algorithm) }) ?? true {
                 checksum = try Checksum(parsing: "\(algorithm.rawValue)=\(hex)")
             }
         }
@@ -464,8 +442,8 @@ private final class MetalinkReader: NSObject, XMLParserDelegate {
 
     /// The strongest `<pieces>` of a known type, checked against the size.
     private func pieces(of element: FileElement, name: String, size: Int64?) throws(DownloadError) -> PieceChecksums? {
-        let known = element.pieces.compactMap { pieces in Metalink.algorithm(named: pieces.type).map { ($0, pieces) } }
-        guard let chosen = known.max(by: { Metalink.strength($0.0) < Metalink.strength($1.0) }) else { return nil }
+        let known = element.pieces.compactMap { pieces in Checksum.Algorithm.named(pieces.type).map { ($0, pieces) } }
+        guard let chosen = known.max(by: { Checksum.Algorithm.strength($0.0) < Checksum.Algorithm.strength($1.0) }) else { return nil }
         let (algorithm, best) = chosen
         let shown = name.debugDescription
         guard let length = Int64(best.length.trimmingCharacters(in: .whitespaces)), length >= 1 else {

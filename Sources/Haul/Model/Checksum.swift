@@ -15,6 +15,28 @@ public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
         /// SHA-512 (`sha-512`).
         case sha512 = "sha-512"
 
+        /// The algorithm a Metalink (`sha-256`, v4), Metalink 3 (`sha256`) or RFC 3230 (`SHA`,
+        /// `SHA-256`) digest type names, or nil for one Haul does not check.
+        static func named(_ name: String) -> Checksum.Algorithm? {
+            switch name.lowercased().replacingOccurrences(of: "-", with: "") {
+            case "md5": .md5
+            case "sha1", "sha": .sha1
+            case "sha256": .sha256
+            case "sha512": .sha512
+            default: nil
+            }
+        }
+
+        /// How strong a digest is: a higher number is stronger.
+        static func strength(_ algorithm: Checksum.Algorithm) -> Int {
+            switch algorithm {
+            case .md5: 0
+            case .sha1: 1
+            case .sha256: 2
+            case .sha512: 3
+            }
+        }
+
         var hexLength: Int {
             switch self {
             case .md5: 32
