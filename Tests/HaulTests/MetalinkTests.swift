@@ -251,6 +251,11 @@ import Testing
             meta4Text("f", "<pieces length=\"0\" type=\"md5\"><hash>\(md5C)</hash></pieces><url>http://a/f</url>"),
             "piece length"
         ),
+        (
+            "a piece length near Int64.max",
+            meta4Text("f", "<size>10</size><pieces length=\"9223372036854775807\" type=\"md5\"><hash>\(md5C)</hash></pieces><url>http://a/f</url>"),
+            "piece length"
+        ),
         ("bad size", meta4Text("f", "<size>-1</size><url>http://a/f</url>"), "not a number of bytes"),
         (
             "a name twice",

@@ -222,6 +222,11 @@ import Testing
         #expect(pieces.fits(total: 40) && !pieces.fits(total: 41) && !pieces.fits(total: 30))
         #expect(pieces.indices(overlapping: 9..<21) == 0..<3)
         #expect(pieces.wholePieces(of: ByteRanges([0..<15, 18..<35]), total: 35) == ByteRanges([0..<10, 20..<35]))
+        // A hostile length neither traps nor passes.
+        let huge = PieceChecksums(algorithm: .md5, length: .max, hashes: [String(repeating: "0", count: 32)])
+        #expect(huge.fits(total: 10))
+        #expect(huge.wholePieces(of: ByteRanges([5..<10]), total: 10) == ByteRanges())
+        #expect(throws: DownloadError.self) { try huge.validate() }
         var ranges = ByteRanges([0..<100])
         ranges.remove(20..<30)
         #expect(ranges == ByteRanges([0..<20, 30..<100]))

@@ -109,10 +109,22 @@ import Testing
         #expect(board.leasedSlots == [2, 2, 1])
         #expect(board.drop(0, reason: "bad"))
         #expect(board.liveSourcesByLoad() == [2, 1])
-        // Two of source 0's connections held slots on its host; its first (the download's own) did not.
-        #expect(board.move(from: 0, to: 2))
-        #expect(board.move(from: 0, to: 1))
-        #expect(!board.move(from: 0, to: 2))
+        // Two of source 0's connections held slots on its host, its first (the download's own)
+        // did not: two slots go back, whichever connection leaves first.
+        let given = [board.move(from: 0, to: 2), board.move(from: 0, to: 1), board.move(from: 0, to: 2)]
+        #expect(given.count { $0 } == 2)
         #expect(board.leasedSlots == [0, 3, 3])
+    }
+
+    /// The download's own connection moves without a slot; one that cannot move gives its
+    /// slot back at once.
+    @Test func theDownloadsOwnConnectionMovesWithoutASlot() {
+        let board = SegmentBoard(planner: SegmentPlanner(missing: [0..<1000], connections: 3, minimumSplit: 10), written: ByteRanges(), sources: 2)
+        board.deal([2, 1])
+        #expect(board.drop(0, reason: "bad"))
+        #expect(board.moveOwn(from: 0, to: 1))
+        #expect(!board.moveOwn(from: 0, to: 1), "the other one holds a slot")
+        #expect(board.leave(0), "it cannot move either: its slot goes back now")
+        #expect(board.leasedSlots == [0, 1])
     }
 }

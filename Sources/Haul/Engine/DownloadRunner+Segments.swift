@@ -136,7 +136,11 @@ extension DownloadRunner {
             if Task.isCancelled { return .cancelled }
             if !context.board.isLive(source) {
                 // Its source was dropped: the connection goes on with another that has room.
-                guard let next = move(from: source, context) else { return nil }
+                guard let next = move(from: source, context) else {
+                    // Nowhere to go: a slot it held goes back now, not when the transfer ends.
+                    if context.board.leave(source) { lease?.release(1, host: context.hosts[source]) }
+                    return nil
+                }
                 source = next
                 retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
                 continue
@@ -182,13 +186,17 @@ extension DownloadRunner {
     }
 
     /// Moves a connection of a dropped source to the live source with the fewest connections
-    /// whose host has a free slot; nil when none has.
+    /// whose host has a free slot. The download's own connection (it holds no slot) moves to
+    /// the least loaded one even when none has: a download never runs out of connections
+    /// while a source is live. Nil when the connection cannot go anywhere.
     private func move(from old: Int, _ context: SegmentContext) -> Int? {
-        for candidate in context.board.liveSourcesByLoad() where (lease?.acquire(upTo: 1, host: context.hosts[candidate]) ?? 1) == 1 {
+        let live = context.board.liveSourcesByLoad()
+        for candidate in live where (lease?.acquire(upTo: 1, host: context.hosts[candidate]) ?? 1) == 1 {
             if context.board.move(from: old, to: candidate) { lease?.release(1, host: context.hosts[old]) }
             return candidate
         }
-        return nil
+        guard let least = live.first, context.board.moveOwn(from: old, to: least) else { return nil }
+        return least
     }
 
     /// Stops using `source` and says why, once; false when it was dropped already or is the
@@ -216,7 +224,9 @@ extension DownloadRunner {
         }
         let reason = "\(pieces.describe(index, total: total)) did not match its \(pieces.algorithm.rawValue) digest"
         let culprits = context.board.rejected(index)
-        if culprits.count != 1 || !drop(culprits[0], reason: reason, context) {
+        // Its one source was dropped meanwhile (by another of its bad pieces): nothing to count.
+        let alreadyDropped = culprits.count == 1 && !context.board.isLive(culprits[0])
+        if !alreadyDropped, culprits.count != 1 || !drop(culprits[0], reason: reason, context) {
             let uris = culprits.isEmpty ? request.displayURL : culprits.map { context.sources[$0].displayURI }.joined(separator: ", ")
             let bad = context.board.countBadPiece()
             guard bad < 2 * request.maxTries else {

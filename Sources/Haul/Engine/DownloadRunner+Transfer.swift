@@ -39,7 +39,7 @@ extension DownloadRunner {
         let checkpointer: Checkpointer
 
         /// What may be recorded: the bytes written, or with piece digests the verified ones.
-        var written: ByteRanges { segmentsWritten ?? ByteRanges([0..<(verifiedPrefix ?? machine.offset)]) }
+        var written: ByteRanges { segmentsWritten ?? ByteRanges([0..<min(verifiedPrefix ?? .max, machine.offset)]) }
     }
 
     /// The request's piece digests for a file of `total` bytes, when it has any.
@@ -206,6 +206,9 @@ extension DownloadRunner {
     /// Forgets the partial: the row first, then the bytes (nothing to do for an empty one).
     private func startOver(_ transfer: inout Transfer) async throws(DownloadError) {
         transfer.digest = request.checksum.map { StreamingDigest($0.algorithm) }
+        // Nothing is verified of a file started over (the next body starts its first piece).
+        if transfer.verifiedPrefix != nil { transfer.verifiedPrefix = 0 }
+        transfer.pieceDigest = nil
         // A fresh download has nothing to forget (its checkpointer has not run yet either): a
         // part file it made itself and has not written to, or one found empty with no record.
         let unwritten = transfer.state.ranges.isEmpty && transfer.machine.offset == 0 && transfer.segmentsWritten == nil
@@ -378,6 +381,8 @@ extension DownloadRunner {
         // The row first, then the file: a download added moments ago may still have its insert
         // waiting for company (a crash would leave a file at its final name that no row knows).
         if store.writer.isInserting(id) { try await store.flush() }
+        // A store that failed may have lost the insert: no file without its row.
+        if let failure = store.writer.failure { throw failure }
         let committed = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
         store.writer.update(id, .finished(path: committed.path, bytes: total, fileModified: committed.modified))
         report(&transfer, at: .now)

@@ -47,6 +47,10 @@ struct DownloadRunner: Sendable {
         // A download with several sources does not fail with its first: a source that fails
         // the first contact is dropped for this run (and said so), and the next one is asked.
         var runner = self
+        // A slot on each later first source's host, held while this run uses it (the manager's
+        // slot for the download stays on the first URL's host).
+        var borrowed: [String] = []
+        defer { for host in borrowed { lease?.release(1, host: host) } }
         while true {
             var failed: DownloadError?
             if let result = try await runner.fromFirstSource(&retry, failed: &failed) { return result }
@@ -55,6 +59,8 @@ struct DownloadRunner: Sendable {
             logger.debug("source dropped", metadata: ["source": "\(source.displayURI)", "reason": "\(failed.message)"])
             events.note("dropped source \(source.displayURI): \(failed.message)")
             retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+            let host = HTTPURL.connectionHost(of: runner.request.url)
+            if lease?.acquire(upTo: 1, host: host) == 1 { borrowed.append(host) }
         }
     }
 

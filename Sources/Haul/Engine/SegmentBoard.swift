@@ -149,16 +149,37 @@ final class SegmentBoard: Sendable {
     }
 
     /// A connection leaves `old` (dropped) for `new`, holding a slot on `new`'s host. Returns
-    /// whether it held one on `old`'s, to give back.
+    /// whether a slot on `old`'s host is to be given back.
     func move(from old: Int, to new: Int) -> Bool {
         state.withLock { state in
-            state.sources[old].connections -= 1
             state.sources[new].connections += 1
             state.sources[new].leased += 1
-            guard state.sources[old].leased > 0 else { return false }
-            state.sources[old].leased -= 1
+            return Self.depart(&state.sources[old])
+        }
+    }
+
+    /// The download's own connection (which holds no slot) leaves `old` for `new`; false when
+    /// `old` has no such connection left.
+    func moveOwn(from old: Int, to new: Int) -> Bool {
+        state.withLock { state in
+            guard state.sources[old].connections > state.sources[old].leased else { return false }
+            state.sources[old].connections -= 1
+            state.sources[new].connections += 1
             return true
         }
+    }
+
+    /// A connection of `old` ends. Returns whether a slot on its host is to be given back.
+    func leave(_ old: Int) -> Bool {
+        state.withLock { state in Self.depart(&state.sources[old]) }
+    }
+
+    /// One connection fewer; a slot goes back when more are held than connections remain.
+    private static func depart(_ source: inout SourceState) -> Bool {
+        source.connections -= 1
+        guard source.leased > max(0, source.connections) else { return false }
+        source.leased -= 1
+        return true
     }
 
     /// The source segment `id` is fetched from.

@@ -446,7 +446,7 @@ private final class MetalinkReader: NSObject, XMLParserDelegate {
         guard let chosen = known.max(by: { Checksum.Algorithm.strength($0.0) < Checksum.Algorithm.strength($1.0) }) else { return nil }
         let (algorithm, best) = chosen
         let shown = name.debugDescription
-        guard let length = Int64(best.length.trimmingCharacters(in: .whitespaces)), length >= 1 else {
+        guard let length = Int64(best.length.trimmingCharacters(in: .whitespaces)), (1...PieceChecksums.maxLength).contains(length) else {
             throw .invalidRequest("the piece length of \(shown) in the Metalink document is not a positive number: \(best.length.debugDescription)")
         }
         guard !best.hashes.isEmpty else { throw .invalidRequest("the pieces of \(shown) in the Metalink document list no digest") }

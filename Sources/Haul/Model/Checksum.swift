@@ -147,11 +147,15 @@ public struct PieceChecksums: Sendable, Hashable, Codable {
 
     /// The most pieces one file may list: 1 MiB pieces of a 1 TiB file.
     public static let maxPieces = 1 << 20
+    /// The longest piece: 1 TiB (no offset arithmetic on it can overflow).
+    public static let maxLength: Int64 = 1 << 40
 
     /// A positive length, at least one piece and not too many, every digest as long as its
     /// algorithm's.
     func validate() throws(DownloadError) {
-        guard length >= 1 else { throw .invalidRequest("the piece length must be positive, not \(length)") }
+        guard (1...Self.maxLength).contains(length) else {
+            throw .invalidRequest("the piece length must be between 1 and \(Self.maxLength) bytes, not \(length)")
+        }
         guard !hashes.isEmpty, hashes.count <= Self.maxPieces else {
             throw .invalidRequest("\(hashes.count) piece digests: expected 1 to \(Self.maxPieces)")
         }
@@ -168,7 +172,9 @@ public struct PieceChecksums: Sendable, Hashable, Codable {
 
     /// Whether the pieces describe a file of `total` bytes: as many as it takes, no more.
     func fits(total: Int64) -> Bool {
-        Int64(hashes.count) == (total + length - 1) / length && total > 0
+        guard total > 0, length > 0 else { return false }
+        let (whole, rest) = total.quotientAndRemainder(dividingBy: length)
+        return Int64(hashes.count) == whole + (rest > 0 ? 1 : 0)
     }
 
     /// The pieces that `range` touches.
@@ -184,7 +190,8 @@ public struct PieceChecksums: Sendable, Hashable, Codable {
     func wholePieces(of ranges: ByteRanges, total: Int64) -> ByteRanges {
         var whole = ByteRanges()
         for range in ranges.ranges {
-            let first = (range.lowerBound + length - 1) / length
+            let (before, into) = range.lowerBound.quotientAndRemainder(dividingBy: length)
+            let first = before + (into > 0 ? 1 : 0)
             // A range that reaches the end of the file holds the short last piece too.
             let end = range.upperBound >= total ? Int64(hashes.count) : range.upperBound / length
             if end > first { whole.insert(first * length..<min(total, end * length)) }
