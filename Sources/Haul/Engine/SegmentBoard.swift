@@ -82,7 +82,9 @@ final class SegmentBoard: Sendable {
 
     /// What may be recorded as on disk: every byte written, or with piece digests the
     /// verified pieces.
-    var recorded: ByteRanges { state.withLock { state in pieces == nil ? state.written : state.verified } }
+    var recorded: ByteRanges { state.withLock { recorded(in: $0) } }
+
+    private func recorded(in state: State) -> ByteRanges { pieces == nil ? state.written : state.verified }
 
     /// Piece `index` matched its digest.
     func verified(_ index: Int) {
@@ -298,7 +300,7 @@ final class SegmentBoard: Sendable {
                 || now - state.lastCheckpoint.instant >= Checkpointer.interval
             {
                 state.lastCheckpoint = (now, bytes)
-                outcome.checkpoint = pieces == nil ? state.written : state.verified
+                outcome.checkpoint = recorded(in: state)
             }
             if now - state.lastReport >= DownloadRunner.progressInterval {
                 state.lastReport = now

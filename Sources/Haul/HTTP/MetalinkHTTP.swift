@@ -1,24 +1,9 @@
 import Foundation
 
-/// Metalink/HTTP (RFC 6249): a server names a file's mirrors and its Metalink document in
-/// `Link` headers and its digest in a `Digest` header (RFC 3230).
-/// The parsing behind ``Metalink``'s Metalink/HTTP functions, where the engine can use it (it
-/// follows a first answer's mirrors with ``DownloadRequest/followMetalink``).
+/// Metalink/HTTP (RFC 6249) and `Digest` (RFC 3230) headers read: the parsing behind
+/// ``Metalink``'s public functions, here where the engine can use it (``DownloadRequest/followMetalink``).
 enum MetalinkHTTP {
-    /// The mirrors a response names: its `Link` headers with `rel=duplicate`, the most preferred
-    /// (lowest `pri`) first, each with its `geo` as the location.
-    ///
-    /// ```swift
-    /// let mirrors = Metalink.duplicates(inLinkHeaders: ["<http://m1/f>; rel=duplicate; pri=1; geo=de"])
-    /// // [Source(uri: "http://m1/f", priority: 1, location: "de")]
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - values: the value of each `Link` header (a header may hold several links, separated
-    ///     by commas).
-    ///   - base: the URL of the response, against which relative links are resolved; without
-    ///     it, relative links are left out.
-    /// - Returns: `http`/`https` URLs only, each once, at most ``DownloadRequest/maxSources``.
+    /// The mirrors `Link: rel=duplicate` headers name: ``Metalink/duplicates(inLinkHeaders:base:)``.
     static func duplicates(inLinkHeaders values: [String], base: String? = nil) -> [DownloadRequest.Source] {
         var sources: [DownloadRequest.Source] = []
         for link in links(in: values) where link.relations.contains("duplicate") {
@@ -35,13 +20,7 @@ enum MetalinkHTTP {
         return ordered.map(\.element).filter { seen.insert($0.uri).inserted }.prefix(DownloadRequest.maxSources).map { $0 }
     }
 
-    /// The URL of the Metalink document a response points to: its first `Link` header with
-    /// `rel=describedby` and the type `application/metalink4+xml` (or Metalink 3's
-    /// `application/metalink+xml`); nil when there is none.
-    ///
-    /// - Parameters:
-    ///   - values: the value of each `Link` header.
-    ///   - base: the URL of the response, against which a relative link is resolved.
+    /// The Metalink document a response points to: ``Metalink/documentURL(inLinkHeaders:base:)``.
     static func documentURL(inLinkHeaders values: [String], base: String? = nil) -> String? {
         let types: Set<String> = ["application/metalink4+xml", "application/metalink+xml"]
         for link in links(in: values) where link.relations.contains("describedby") {
@@ -52,14 +31,7 @@ enum MetalinkHTTP {
         return nil
     }
 
-    /// The strongest digest the `Digest` headers give (RFC 3230: `SHA-256=<base64>`, also
-    /// `SHA-512`, `SHA` for SHA-1 and `MD5`), as a ``Checksum`` in hex; nil when they give none
-    /// Haul checks. A value that is not base64 of the algorithm's length is left out.
-    ///
-    /// ```swift
-    /// Metalink.checksum(inDigestHeaders: ["SHA-256=n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="])
-    /// // sha-256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
-    /// ```
+    /// The strongest digest of `Digest` headers: ``Metalink/checksum(inDigestHeaders:)``.
     static func checksum(inDigestHeaders values: [String]) -> Checksum? {
         var best: Checksum?
         for value in values {
