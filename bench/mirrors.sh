@@ -56,7 +56,7 @@ trap cleanup EXIT
 URLS=()
 for i in 0 1 2 3; do
     root=$WORK/www; (( i == 3 )) && root=$WORK/www-bad
-    NGINX_ACCESS_LOG_FORMAT='$body_bytes_sent' NGINX_ADDRESS=${ADDRESSES[i]} start_nginx "$WORK/nginx-$i" "$root" "${RATES[i]}"
+    NGINX_ACCESS_LOG_FORMAT='$body_bytes_sent $http_range' NGINX_ADDRESS=${ADDRESSES[i]} start_nginx "$WORK/nginx-$i" "$root" "${RATES[i]}"
     PIDS+=("$NGINX_PID")
     URLS+=("http://${ADDRESSES[i]}:$PORT/128m.bin")
 done
@@ -159,14 +159,19 @@ $(command_for haul) & HAUL_PID=$!
 sleep "$(awk -v w="$(median <<<"${WALLS[haul]:-2.3}")" 'BEGIN { printf "%.2f", w / 2 }')"
 kill -9 "$HAUL_PID"; wait "$HAUL_PID" 2>/dev/null || true
 sleep 0.5
-recorded=$(sqlite3 "$WORK/out/state/state.sqlite" "SELECT ranges FROM download" 2>/dev/null | tr ',' '\n' |
-    awk -F- '$2 != "" { s += $2 - $1 } END { printf "%.1f", s / 1048576 }')
-echo "recorded at the kill: $recorded MiB"
+# The store's two records: bytes flushed (trusted after a crash of the machine) and bytes
+# written in this boot (trusted after a killed process; the column starts with the boot id).
+mib() { tr ',' '\n' | awk -F- '$2 != "" { s += $2 - $1 } END { printf "%.1f", s / 1048576 }'; }
+flushed=$(sqlite3 "$WORK/out/state/state.sqlite" "SELECT ranges FROM download" 2>/dev/null | mib)
+written=$(sqlite3 "$WORK/out/state/state.sqlite" "SELECT substr(unsynced, 38) FROM download" 2>/dev/null | mib)
+echo "recorded at the kill: $written MiB written in this boot, $flushed MiB of them flushed"
 sent_before=$(cat "$WORK"/nginx-[012]/access.log | awk '{ s += $1 } END { print s + 0 }')
 # shellcheck disable=SC2046
 timeout 120 $(command_for haul) || true
 sleep 0.5
 sent_total=$(cat "$WORK"/nginx-[012]/access.log | awk '{ s += $1 } END { print s + 0 }')
+# Every request of both runs (bytes sent, range asked), kept for a look after the run.
+mkdir -p "$WORK/kill9-logs"; for i in 0 1 2; do cp "$WORK/nginx-$i/access.log" "$WORK/kill9-logs/nginx-$i.log"; done
 sha=$(sha256sum < "$WORK/out/f.bin" 2>/dev/null | cut -d' ' -f1 || true)
 verdict=ok; [[ "$sha" == "$SRC_SHA" ]] || { verdict="FAILED: wrong or missing bytes"; FAILED=1; }
 allowed=$((SIZE + 12 * (1 << 20)))

@@ -128,10 +128,15 @@ extension DownloadRunner {
         var state = EngineState(path: path)
         if partSize > 0 {
             let rows = try await store.rows(path: path)
-            if let best = rows.first(where: { !$0.ranges.isEmpty }) {
+            if let best = rows.first(where: { !$0.recorded.isEmpty }) {
                 state = EngineState(
                     path: path, totalLength: best.totalLength, validators: best.validators,
-                    acceptsRanges: best.acceptsRanges, ranges: best.ranges)
+                    acceptsRanges: best.acceptsRanges, ranges: best.recorded)
+                // Bytes a killed process wrote in this boot are in the page cache: flushed now,
+                // the row below may record them with the rest.
+                if best.recorded != best.ranges {
+                    try await Self.offTheEventLoops { () throws(DownloadError) in try part.sync() }
+                }
                 // Another download's progress on this file is now this one's.
                 if best.id != id { store.writer.update(best.id, .ranges(ByteRanges())) }
             }
@@ -259,8 +264,8 @@ extension DownloadRunner {
                 transfer.fetched += Int64(count)
                 if isThrottled { try await throttle(count) }
                 let now = ContinuousClock.now
-                if transfer.machine.offset - lastCheckpoint.offset >= Checkpointer.byteInterval
-                    || now - lastCheckpoint.instant >= Checkpointer.interval
+                if transfer.machine.offset - lastCheckpoint.offset >= Checkpointer.noteBytes
+                    || now - lastCheckpoint.instant >= Checkpointer.noteInterval
                 {
                     try await transfer.checkpointer.request(transfer.written)
                     lastCheckpoint = (now, transfer.machine.offset)

@@ -334,7 +334,7 @@ public final class DownloadTask: Sendable {
     }
 
     /// A token from which another process can continue this download, from what the store
-    /// holds now: while the download runs, its last checkpoint (up to a second or 8 MiB
+    /// holds now: while the download runs, its last flushed checkpoint (up to a second or 8 MiB
     /// behind); once ``pause()`` has returned, every byte on disk (``pause()`` returns the
     /// same token).
     ///

@@ -296,8 +296,8 @@ final class SegmentBoard: Sendable {
                     }
                 }
             }
-            if bytes - state.lastCheckpoint.bytes >= Checkpointer.byteInterval
-                || now - state.lastCheckpoint.instant >= Checkpointer.interval
+            if bytes - state.lastCheckpoint.bytes >= Checkpointer.noteBytes
+                || now - state.lastCheckpoint.instant >= Checkpointer.noteInterval
             {
                 state.lastCheckpoint = (now, bytes)
                 outcome.checkpoint = recorded(in: state)

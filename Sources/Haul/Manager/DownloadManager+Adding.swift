@@ -184,11 +184,11 @@ extension DownloadManager {
         try await loadCounters()
         for row in try await store.rows(queue: queue) where !book.entries.contains(row.id) {
             book.insert(restoredEntry(row))
-            if [.queued, .paused, .running].contains(row.status), !row.ranges.isEmpty {
+            if [.queued, .paused, .running].contains(row.status), !row.recorded.isEmpty {
                 board.update(
                     row.id,
                     DownloadProgress(
-                        destination: row.path, bytesDone: row.ranges.byteCount,
+                        destination: row.path, bytesDone: row.recorded.byteCount,
                         totalBytes: row.totalLength, bytesPerSecond: 0))
             }
         }

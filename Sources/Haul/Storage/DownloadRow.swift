@@ -34,6 +34,11 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     var acceptsRanges = false
     /// Bytes flushed to disk before this row said so.
     var ranges = ByteRanges()
+    /// Bytes written to the part file in this boot of the machine (``BootID``), flushed or not:
+    /// a killed process leaves them in the page cache, so a rerun may trust them; a crash of the
+    /// system may not have, so a record from another boot reads as empty. Not written back by
+    /// an insert: a row inserted anew has only what its ``ranges`` say.
+    var unsynced = ByteRanges()
     /// The finished file's size and modification time, to tell Haul's own file from one
     /// someone put there later.
     var resultBytes: Int64?
@@ -150,6 +155,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         validators = Validators(etag: row["etag"], lastModified: row["lastModified"])
         acceptsRanges = row["acceptsRanges"]
         ranges = row["ranges"] ?? ByteRanges()
+        unsynced = Self.unsynced(stored: row["unsynced"])
         resultBytes = row["resultBytes"]
         fileModified = row["fileModified"]
         errorKind = (row["errorKind"] as Int?).map(DownloadError.Kind.init(storedValue:))
@@ -157,6 +163,22 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         errorReason = (row["errorReason"] as String?).flatMap(DownloadError.Reason.init(storedName:))
         createdAt = Date(timeIntervalSince1970: row["createdAt"])
         updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
+    }
+
+    /// Every byte the part file holds by this row's record, as a rerun in this boot trusts it.
+    var recorded: ByteRanges {
+        var all = ranges
+        for range in unsynced.ranges { all.insert(range) }
+        return all
+    }
+
+    /// The `unsynced` column's text: the boot, a space, the ranges.
+    static func storedUnsynced(_ ranges: ByteRanges, boot: String) -> String { boot + " " + ranges.description }
+
+    /// The ranges of an `unsynced` column's text, if this boot wrote it.
+    static func unsynced(stored: String?) -> ByteRanges {
+        guard let stored, let boot = BootID.current, stored.hasPrefix(boot + " ") else { return ByteRanges() }
+        return ByteRanges(parsing: String(stored.dropFirst(boot.count + 1))) ?? ByteRanges()
     }
 
     /// The columns a row is written with, in the order of ``storedValues()``.

@@ -110,6 +110,11 @@ extension Store {
                 try db.alter(table: "download") { t in t.add(column: "sources", .text).notNull().defaults(to: "") }
             }
         }
+        migrator.registerMigration("v7") { db in
+            // Bytes written but not yet flushed, with the boot that wrote them: after a killed
+            // process (not a system crash) they are still in the file (DownloadRow.unsynced).
+            try db.alter(table: "download") { t in t.add(column: "unsynced", .text) }
+        }
         return migrator
     }
 

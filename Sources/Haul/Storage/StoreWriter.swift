@@ -11,7 +11,8 @@ import Synchronization
 struct RowPatch: Sendable {
     enum Column: Int, CaseIterable, Sendable {
         case status, errorKind, lastError, errorReason, finishOrder, path, resultBytes, fileModified, totalLength, etag,
-            lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination, sources
+            lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination, sources,
+            unsynced
 
         /// The column's name in the `download` table.
         var name: String { Self.names[rawValue] }
@@ -91,6 +92,7 @@ struct RowPatch: Sendable {
         patch.set(.fileModified, fileModified)
         patch.set(.totalLength, bytes)
         patch.set(.ranges, ByteRanges([0..<bytes]))
+        patch.set(.unsynced, nil)
         return patch
     }
 
@@ -103,12 +105,29 @@ struct RowPatch: Sendable {
         patch.set(.lastModified, validators.lastModified)
         patch.set(.acceptsRanges, acceptsRanges)
         patch.set(.ranges, ranges)
+        patch.set(.unsynced, nil)
         return patch
     }
 
+    /// Everything recorded of the part file: `ranges`, flushed, and nothing besides.
     static func ranges(_ ranges: ByteRanges) -> RowPatch {
         var patch = RowPatch()
         patch.set(.ranges, ranges)
+        patch.set(.unsynced, nil)
+        return patch
+    }
+
+    /// Bytes flushed to disk (a record of bytes written since, ``unsynced(_:boot:)``, stays).
+    static func flushed(_ ranges: ByteRanges) -> RowPatch {
+        var patch = RowPatch()
+        patch.set(.ranges, ranges)
+        return patch
+    }
+
+    /// Bytes written to the part file, flushed or not, in the boot `boot` (``BootID``).
+    static func unsynced(_ ranges: ByteRanges, boot: String) -> RowPatch {
+        var patch = RowPatch()
+        patch.set(.unsynced, DownloadRow.storedUnsynced(ranges, boot: boot))
         return patch
     }
 
