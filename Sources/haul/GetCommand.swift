@@ -150,9 +150,27 @@ struct GetCommand: AsyncParsableCommand {
         var pending = urls.map { InputEntry(url: $0, mirrors: mirror) }
         // Two URLs of this run for the same file: the second is an error, not a replacement.
         var urlOfFile: [String: String] = [:]
+        // Downloads of URLs (not of a Metalink's files) whose answer may be a Metalink to follow.
+        var followable: [DownloadManager.ID] = []
         while interrupts.exitStatus == nil {
             if pending.isEmpty, input != nil { pending = try input!.next(Self.batchSize) }
-            if pending.isEmpty && fromMetalinks.isEmpty { break }
+            if pending.isEmpty && fromMetalinks.isEmpty {
+                // Every download so far is added: with --follow-metalink, the Metalinks among
+                // their answers are read once they are in, and their files are the next batch.
+                guard transfer.followMetalink, !followable.isEmpty else { break }
+                await manager.waitUntilIdle()
+                for id in followable {
+                    guard let path = await manager.download(id)?.result?.path, Metalink.isDocument(atPath: path) else { continue }
+                    do throws(DownloadError) {
+                        fromMetalinks += try await metalinkRequests(path, template: template, downloader: downloader)
+                    } catch {
+                        Terminal.error("\(path): \(error.message)")
+                        failures.append(error)
+                    }
+                }
+                followable = []
+                if fromMetalinks.isEmpty { break }
+            }
             var batch: [(InputEntry, DownloadRequest)] = []
             // A Metalink's requests are made already; an entry's are made here.
             let work = fromMetalinks.map { ($0.0, Optional($0.1)) } + pending.map { ($0, DownloadRequest?.none) }
@@ -181,7 +199,9 @@ struct GetCommand: AsyncParsableCommand {
                 let added = try await manager.add(contentsOf: batch.map(\.1), replacing: true, requeueExisting: true)
                 for ((entry, _), result) in zip(batch, added) {
                     switch result {
-                    case .success(let id): display.track(id)
+                    case .success(let id):
+                        display.track(id)
+                        if transfer.followMetalink, !entry.fromMetalink { followable.append(id) }
                     case .failure(let error):
                         Terminal.error("\(URLRedaction.redact(entry.url)): \(error.message)")
                         failures.append(error)
@@ -281,7 +301,7 @@ struct GetCommand: AsyncParsableCommand {
             do throws(DownloadError) { try request.validate() } catch {
                 throw .invalidRequest("\(file.name): \(error.message)")
             }
-            made.append((InputEntry(url: file.sources[0].uri), request))
+            made.append((InputEntry(url: file.sources[0].uri, fromMetalink: true), request))
         }
         return made
     }

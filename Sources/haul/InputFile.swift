@@ -12,6 +12,8 @@ struct InputEntry: Equatable {
     var out: String?
     var dir: String?
     var checksum: String?
+    /// A file of a Metalink document (never itself followed as one).
+    var fromMetalink = false
 }
 
 /// Reads an input file a batch of entries at a time, so a list of a million URLs starts

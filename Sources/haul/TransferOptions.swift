@@ -37,7 +37,7 @@ struct TransferOptions: ParsableArguments {
 
     @Flag(
         help:
-            "Fetch each file from the mirrors its server names too (Link: rel=duplicate headers, RFC 6249), checked against the server's Digest header when no checksum is given."
+            "Fetch each file from the mirrors its server names too (Link: rel=duplicate headers, RFC 6249), checked against the server's Digest header when no checksum is given. With haul get, a URL whose answer is a Metalink document is saved, then each file it lists is downloaded."
     )
     var followMetalink = false
 

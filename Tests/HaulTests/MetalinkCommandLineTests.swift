@@ -66,6 +66,31 @@ import Testing
         #expect(!dir.exists("out/f.bin"))
     }
 
+    /// `--follow-metalink`: a URL that answers with a Metalink document (told by its namespace,
+    /// not its name) is downloaded, then each file it lists; without the flag, only the
+    /// document is saved.
+    @Test func followMetalinkDownloadsTheFilesOfAMetalinkAnswer() async throws {
+        let (server, content) = try await mirrors(["/m1.bin", "/m2.bin"], size: 300 << 10)
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let urls = ["/m1.bin", "/m2.bin"].map { server.url($0) }
+        var listing = Route(content: Self.document(name: "f.bin", size: content.count, sha256: sha256Hex(content), urls: urls))
+        listing.contentType = "application/metalink4+xml"
+        server.serve("/release", listing)
+
+        let (plain, plainError) = try await HaulProcess.run(
+            ["get", "-q", "-d", "plain", "--state-dir", dir.file("state"), server.url("/release")], in: dir.path)
+        #expect(plain == 0, "\(plainError)")
+        #expect(dir.exists("plain/release") && !dir.exists("plain/f.bin"), "without the flag the document is just a file")
+
+        let (status, stderr) = try await HaulProcess.run(
+            ["get", "-q", "--follow-metalink", "-d", "out", "--state-dir", dir.file("state"), server.url("/release")], in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        #expect(dir.exists("out/release"))
+        #expect(digest(dir.contents("out/f.bin")) == digest(content))
+    }
+
     /// A Metalink fetched by URL, next to a plain URL on the same command line.
     @Test func aMetalinkByURLWithAPlainURL() async throws {
         let (server, content) = try await mirrors(["/m1.bin"], size: 300 << 10)

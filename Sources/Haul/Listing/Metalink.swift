@@ -83,6 +83,21 @@ public struct Metalink: Sendable, Hashable {
     /// The namespace of Metalink 3.
     static let namespace3 = "http://www.metalinker.org/"
 
+    /// Whether the file at `path` is to be read as a Metalink document when followed (aria2's
+    /// `--follow-metalink`): its name ends in `.meta4` or `.metalink`, or its first 4 KiB name
+    /// a Metalink namespace. (The file's content type is not kept; these are what aria2 also
+    /// goes by.) A file larger than ``maxDocumentBytes`` is not one.
+    public static func isDocument(atPath path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let size = try? handle.seekToEnd(), size > 0, size <= UInt64(maxDocumentBytes) else { return false }
+        let name = path.lowercased()
+        if name.hasSuffix(".meta4") || name.hasSuffix(".metalink") { return true }
+        guard (try? handle.seek(toOffset: 0)) != nil, let head = try? handle.read(upToCount: 4096) else { return false }
+        let text = String(decoding: head, as: UTF8.self)
+        return text.contains("<") && (text.contains(namespace4) || text.contains(namespace3))
+    }
+
     /// Reads a Metalink 4 or Metalink 3 document.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is
