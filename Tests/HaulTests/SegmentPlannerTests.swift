@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import Haul
 
@@ -96,7 +97,29 @@ import Testing
         let fast = planner.assign(rate: 8192, source: 1)!
         #expect(fast.next == 0 && fast.end == rest)
         #expect(planner.end(of: slow.id) == 0, "the slow connection stops where it is")
+        #expect(planner.takenOver == slow.id, "and is told to stop now")
         #expect(planner.assign(rate: 1024, source: 0) == nil, "and does not take it back")
+    }
+
+    /// The end game stops the slow connection at once (its stopper runs), instead of letting it
+    /// wait for bytes a throttling server sends a second later, to be thrown away.
+    @Test func theEndGameStopsTheSlowConnectionAtOnce() async throws {
+        let length: Int64 = 64 << 10
+        let board = SegmentBoard(
+            planner: SegmentPlanner(missing: [0..<2 * length], connections: 2, minimumSplit: length), written: ByteRanges(), sources: 2)
+        // Source 1 fetches its segment fast; source 0's is slow.
+        let fast = try #require(board.assign(source: 1))
+        let slow = try #require(board.assign(source: 0))
+        try await Task.sleep(for: .milliseconds(250))
+        // The slow one's first: its write times the segments in progress (once a report is due).
+        _ = board.wrote(slow.id, at: slow.next, count: 1024, now: .now)
+        _ = board.wrote(fast.id, at: fast.next, count: Int(length), now: .now)
+        board.release(fast.id)
+        let stopped = Flag()
+        board.onTakeover(slow.id) { stopped.set() }
+        let thief = try #require(board.assign(source: 1), "the fast source takes the slow one's rest")
+        #expect(thief.next == slow.next + 1024 && thief.end == slow.end)
+        #expect(stopped.isSet, "the slow connection was stopped")
     }
 }
 
@@ -127,4 +150,11 @@ import Testing
         #expect(board.leave(0), "it cannot move either: its slot goes back now")
         #expect(board.leasedSlots == [0, 1])
     }
+}
+
+/// A flag a `@Sendable` closure can set.
+private final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

@@ -11,7 +11,8 @@ import Testing
         try await FaultServer.withServer { server in
             let dir = try TestDirectory()
             defer { dir.remove() }
-            let disk = try #require(TinyDisk(at: dir.file("state"), size: "192k"))
+            // Room for the store's schema (its migrations) and its first rows, not for 3,000.
+            let disk = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
             defer { disk.unmount() }
             var list = ""
             for index in 0..<3000 {

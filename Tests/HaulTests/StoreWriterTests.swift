@@ -86,10 +86,12 @@ extension StoreWriterTests {
         #expect(patch[.path] == nil)
         #expect(
             patch.updateSQL
-                == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, errorReason = ?, finishOrder = ?, ranges = ?, updatedAt = ? WHERE id = ?")
+                == "UPDATE download SET status = ?, errorKind = ?, lastError = ?, errorReason = ?, finishOrder = ?, ranges = ?, unsynced = ?, updatedAt = ? WHERE id = ?"
+        )
         #expect(
             patch.changedValues == [
                 DownloadStatus.completed.storedValue.databaseValue, .null, .null, .null, 7.databaseValue, ByteRanges([0..<10]).databaseValue,
+                .null,
             ])
         #expect(RowPatch().isEmpty)
     }

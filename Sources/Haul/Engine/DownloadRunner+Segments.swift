@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
+import Synchronization
 
 extension DownloadError {
     /// A connection of a segmented transfer got an answer that is not the range it asked for
@@ -126,7 +127,7 @@ extension DownloadRunner {
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
         if let opening {
             do throws(DownloadError) {
-                try await receive(opening.answer.body, segment: opening.segment, announcedEnd: context.total, context)
+                try await receiveUnlessTakenOver(opening.answer.body, segment: opening.segment, announcedEnd: context.total, context)
             } catch {
                 if error.kind == .cancelled || Task.isCancelled { return .cancelled }
             }
@@ -261,12 +262,45 @@ extension DownloadRunner {
                 throw source == 0 ? .rangesNotHonoured : .otherFile("its file changed (another ETag or Last-Modified)")
             }
             if source > 0 { context.board.learn(head.validators, of: source) }
-            try await receive(answer.body, segment: segment, announcedEnd: range.last + 1, context)
+            try await receiveUnlessTakenOver(answer.body, segment: segment, announcedEnd: range.last + 1, context)
         case 200, 416:
             throw source == 0 ? .rangesNotHonoured : .otherFile("it does not serve ranges (status \(head.status))")
         default:
             throw head.error
         }
+    }
+
+    /// ``receive(_:segment:announcedEnd:_:)``, stopped at once (its connection closed) when a
+    /// faster source takes the segment's whole rest, which ends it without an error.
+    private func receiveUnlessTakenOver(
+        _ body: HTTPClientResponse.Body, segment: SegmentPlanner.Segment, announcedEnd: Int64,
+        _ context: SegmentContext
+    ) async throws(DownloadError) {
+        let reading = Task { () async -> DownloadError? in
+            do throws(DownloadError) {
+                try await receive(body, segment: segment, announcedEnd: announcedEnd, context)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let takenOver = TakeoverMark()
+        context.board.onTakeover(segment.id) {
+            takenOver.mark()
+            reading.cancel()
+        }
+        defer { context.board.onTakeover(segment.id, nil) }
+        let error = await withTaskCancellationHandler {
+            await reading.value
+        } onCancel: {
+            reading.cancel()
+        }
+        // Stopped where another connection took over: the segment is done. (The stop shows as a
+        // cancellation, or as the connection it closed; a piece that did not match is the
+        // segment's own error all the same.)
+        guard let error else { return }
+        if takenOver.isMarked, !Task.isCancelled, error.kind == .cancelled || error.kind == .network { return }
+        throw error
     }
 
     private func receive(
@@ -311,4 +345,11 @@ extension DownloadRunner {
             throw .network("connection closed after \(offset - segment.next) bytes of a segment")
         }
     }
+}
+
+/// Set when a faster source took a segment's whole rest and its connection was stopped.
+private final class TakeoverMark: Sendable {
+    private let marked = Mutex(false)
+    func mark() { marked.withLock { $0 = true } }
+    var isMarked: Bool { marked.withLock { $0 } }
 }

@@ -34,6 +34,8 @@ final class SegmentBoard: Sendable {
         var sources: [SourceState]
         /// Which source each active segment is fetched from, and when and where it started.
         var started: [Int: (source: Int, at: ContinuousClock.Instant, from: Int64)] = [:]
+        /// How to stop the connection reading each segment at once (``onTakeover(_:_:)``).
+        var stoppers: [Int: @Sendable () -> Void] = [:]
         /// The pieces whose digests matched, as byte ranges (with piece digests, only these
         /// are recorded: a kill loses at most the unverified pieces).
         var verified = ByteRanges()
@@ -120,13 +122,25 @@ final class SegmentBoard: Sendable {
 
     /// Work for a connection to `source`: where it is expected to finish soonest.
     func assign(source: Int = 0) -> SegmentPlanner.Segment? {
-        state.withLock { state in
+        let (segment, stop) = state.withLock { state -> (SegmentPlanner.Segment?, (@Sendable () -> Void)?) in
             guard state.sources[source].dropped == nil, let segment = state.planner.assign(rate: state.sources[source].rate, source: source) else {
-                return nil
+                return (nil, nil)
             }
             state.started[segment.id] = (source, .now, segment.next)
-            return segment
+            let victim = state.planner.takenOver
+            state.planner.takenOver = nil
+            return (segment, victim.flatMap { state.stoppers.removeValue(forKey: $0) })
         }
+        stop?()
+        return segment
+    }
+
+    /// Sets (or, with nil, clears) how to stop the connection reading segment `id` at once, for
+    /// when a faster source takes its whole rest: a server that throttles sends a second's
+    /// allowance at a time (nginx's `limit_rate`), which a connection waiting for its next
+    /// bytes would receive, and waste, before it noticed.
+    func onTakeover(_ id: Int, _ stop: (@Sendable () -> Void)?) {
+        state.withLock { $0.stoppers[id] = stop }
     }
 
     /// Records the connections dealt to each source; all but the download's first (source 0's

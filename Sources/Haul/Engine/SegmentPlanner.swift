@@ -36,6 +36,9 @@ struct SegmentPlanner: Sendable {
     /// Missing bytes nobody is fetching.
     private(set) var unassigned: [Range<Int64>]
     private var nextID = 0
+    /// The segment whose whole rest the last ``assign(rate:source:)`` gave to a faster source
+    /// (the end game): its connection should stop now, not when its next bytes arrive.
+    var takenOver: Int?
 
     /// - Parameters:
     ///   - missing: the holes of the file, in any order.
@@ -92,6 +95,7 @@ struct SegmentPlanner: Sendable {
             victim.remaining >= Self.endGameMinimum
         {
             active[index].end = victim.next
+            takenOver = victim.id
             return start(victim.next..<victim.end, rate: rate, source: source)
         }
         return nil
