@@ -63,9 +63,10 @@ import Testing
             #expect(exposition.samples.keys.filter { $0.hasPrefix("haul_retries_total") }.count == 1, "the 404 is not retried")
             #expect(value("haul_downloaded_bytes_total") == Double(2 * Self.size))
             #expect(value("haul_download_speed_bytes_per_second") == 0)
-            // Every add, start and end is written: several transactions, each in a bucket.
+            // A file reaches its name only once its row's insert is written: at least one
+            // transaction was timed (more when the changes missed each other's group commit).
             let commits = try #require(value("haul_store_commit_duration_seconds_count"))
-            #expect(commits >= 2)
+            #expect(commits >= 1)
             #expect(value(#"haul_store_commit_duration_seconds_bucket{le="+Inf"}"#) == commits)
             #expect((value("haul_store_commit_duration_seconds_sum") ?? -1) > 0)
         }
