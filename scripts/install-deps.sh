@@ -5,8 +5,9 @@
 # with Debian's stock rules; its service is not started here), microsocks (a SOCKS5 proxy), openssl
 # (test certificates), curl (the client of the servers' own tests), Chromium (the daemon's web
 # page), apache2, lighttpd and caddy (whose directory listings `haul mirror` reads; their
-# services are not used: tests start each with a config of their own) and the aria2p client
-# library from PyPI. Does nothing for what is already there.
+# services are not used: tests start each with a config of their own), promtool (from the
+# prometheus package: it checks the daemon's /metrics; the server is not used) and the aria2p
+# client library from PyPI. Does nothing for what is already there.
 set -euo pipefail
 
 packages=()
@@ -23,6 +24,7 @@ if [[ "${1:-}" == "--with-test-servers" ]]; then
     [[ -x /usr/sbin/apache2 ]] || packages+=(apache2)
     [[ -x /usr/sbin/lighttpd ]] || packages+=(lighttpd)
     command -v caddy >/dev/null 2>&1 || packages+=(caddy)
+    command -v promtool >/dev/null 2>&1 || packages+=(prometheus)
 fi
 
 sudo=""

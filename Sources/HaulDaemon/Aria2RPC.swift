@@ -221,6 +221,21 @@ public actor Aria2RPC {
     /// Whether calls must carry a token (an empty `--rpc-secret` is none).
     var hasSecret: Bool { !(secret ?? "").isEmpty }
 
+    /// Whether a request with this `Authorization` header may read `/metrics`: any request when
+    /// the daemon has no secret, else only one with `Bearer SECRET`. A refusal is a wrong guess
+    /// like a call's wrong token, answered after the same wait (``WrongTokenBackoff``).
+    func allowsScrape(authorization: String?, client: String?) async -> Bool {
+        guard hasSecret, let secret else { return true }
+        if let authorization, authorization.lowercased().hasPrefix("bearer "),
+            Self.constantTimeEqual(authorization.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces), secret)
+        {
+            return true
+        }
+        let until = backoff.answerTime(for: WrongTokenBackoff.bucket(client ?? ""), at: .now)
+        try? await Task.sleep(until: until, clock: .continuous)
+        return false
+    }
+
     static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let (x, y) = (Array(a.utf8), Array(b.utf8))
         guard x.count == y.count else { return false }

@@ -7,7 +7,8 @@ import NIOCore
 import ServiceLifecycle
 
 /// `haul daemon`: a ``DownloadManager`` on the shared store, driven over aria2's JSON-RPC
-/// (HTTP POST and WebSocket on `/jsonrpc`), with a web page at `/`.
+/// (HTTP POST and WebSocket on `/jsonrpc`), with a web page at `/` and Prometheus' metrics at
+/// `/metrics`.
 ///
 /// SIGTERM, SIGINT and the `shutdown` method stop every transfer, save its ranges, and make
 /// ``run(_:logger:onRunning:)`` return; the downloads that were running continue at the next
@@ -33,8 +34,11 @@ public enum Daemon {
         let lock = try StateLock(stateDirectory: configuration.stateDirectory)
         defer { lock.release() }
 
+        let metrics = DaemonMetrics()
         let downloader: Downloader
-        do { downloader = try Downloader(engineConfiguration(configuration, logger: logger)) } catch {
+        var engine = engineConfiguration(configuration, logger: logger)
+        engine.observer = metrics.observer
+        do { downloader = try Downloader(engine) } catch {
             throw Failure(description: error.description)
         }
         let manager = DownloadManager(
@@ -46,7 +50,7 @@ public enum Daemon {
             manager: manager,
             hooks: .init(
                 onComplete: configuration.onDownloadComplete,
-                onError: configuration.onDownloadError), logger: logger)
+                onError: configuration.onDownloadError), metrics: metrics, logger: logger)
         do { try await manager.restore() } catch {
             await manager.shutdown()
             do { try await downloader.shutdown() } catch {
@@ -61,7 +65,8 @@ public enum Daemon {
             globals: globalOptions(configuration), logger: logger,
             requestShutdown: { shutdownRequests.request() })
         await rpc.restoreSavedOptions(except: configuration.explicitOptions)
-        let listener = Listener(configuration: configuration, rpc: rpc, notifier: notifier, logger: logger, onRunning: onRunning)
+        let listener = Listener(
+            configuration: configuration, rpc: rpc, notifier: notifier, metrics: metrics, logger: logger, onRunning: onRunning)
         // Started first to last, shut down last to first: the manager saves every download
         // first, its events end (so the notifier lets WebSocket clients go), then the
         // listener stops.

@@ -4,15 +4,29 @@ import HummingbirdWebSocket
 import NIOCore
 
 /// What the daemon answers on its port: the web page, aria2's JSON-RPC over HTTP (POST and
-/// the read-only GET form) and over WebSocket, all behind the ``RequestGate``.
+/// the read-only GET form) and over WebSocket, and Prometheus' `/metrics`, all behind the
+/// ``RequestGate``.
 enum DaemonRoutes {
     /// The largest request body or WebSocket message read (aria2's `--rpc-max-request-size` is 2 MiB).
     static let maxRequestSize = 4 << 20
 
-    static func router(rpc: Aria2RPC, gate: RequestGate) -> Router<DaemonRequestContext> {
+    static func router(rpc: Aria2RPC, gate: RequestGate, metrics: DaemonMetrics) -> Router<DaemonRequestContext> {
         let router = Router(context: DaemonRequestContext.self)
         router.add(middleware: gate)
         WebAssets.addRoutes(to: router)
+        // Prometheus' scrape. With a secret it must carry `Authorization: Bearer SECRET`.
+        router.get("/metrics") { request, context in
+            guard await rpc.allowsScrape(authorization: request.headers[.authorization], client: context.remoteAddress?.ipAddress) else {
+                return Response(
+                    status: .unauthorized,
+                    headers: [.contentType: "text/plain; charset=utf-8", .wwwAuthenticate: "Bearer realm=\"haul\""],
+                    body: .init(byteBuffer: ByteBuffer(string: scrapeRefused)))
+            }
+            let text = await metrics.exposition(of: rpc.manager)
+            return Response(
+                status: .ok, headers: [.contentType: DaemonMetrics.contentType, .cacheControl: "no-cache"],
+                body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
         router.post("/jsonrpc") { request, context in
             let body: ByteBuffer
             do { body = try await request.body.collect(upTo: maxRequestSize) } catch is NIOTooManyBytesError {
@@ -37,6 +51,10 @@ enum DaemonRoutes {
         }
         return router
     }
+
+    /// The one line a scrape without the secret gets, with its `401`.
+    static let scrapeRefused =
+        "this daemon has an --rpc-secret: send it as Authorization: Bearer SECRET (Prometheus: authorization: credentials_file: FILE)\n"
 
     /// The HTTP answer, with aria2's statuses: 200, or 400 and 500 for an error (a batch is 200).
     static func answer(_ answer: JSONValue, status: HTTPResponse.Status? = nil) -> Response {

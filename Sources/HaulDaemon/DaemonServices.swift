@@ -14,6 +14,7 @@ final class Listener: Service {
     let configuration: Daemon.Configuration
     let rpc: Aria2RPC
     let notifier: Notifier
+    let metrics: DaemonMetrics
     let logger: Logger
     let onRunning: @Sendable (DaemonEndpoint) -> Void
     let names: DaemonNames
@@ -24,12 +25,13 @@ final class Listener: Service {
     static let grace: Duration = .seconds(2)
 
     init(
-        configuration: Daemon.Configuration, rpc: Aria2RPC, notifier: Notifier, logger: Logger,
+        configuration: Daemon.Configuration, rpc: Aria2RPC, notifier: Notifier, metrics: DaemonMetrics, logger: Logger,
         onRunning: @escaping @Sendable (DaemonEndpoint) -> Void
     ) {
         self.configuration = configuration
         self.rpc = rpc
         self.notifier = notifier
+        self.metrics = metrics
         self.logger = logger
         self.onRunning = onRunning
         names = DaemonNames(address: configuration.address, allowed: configuration.allowedHosts)
@@ -40,7 +42,7 @@ final class Listener: Service {
 
     func run() async throws {
         let gate = RequestGate(names: names, allowOriginAll: configuration.allowOriginAll)
-        let router = DaemonRoutes.router(rpc: rpc, gate: gate)
+        let router = DaemonRoutes.router(rpc: rpc, gate: gate, metrics: metrics)
         let webSocketResponder = DaemonRoutes.webSocketRouter(rpc: rpc, notifier: notifier, gate: gate).buildResponder()
         let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
             http1: .init(idleTimeout: .seconds(60)), ws: .init(maxFrameSize: 1 << 20))

@@ -12,6 +12,8 @@ final class Notifier: Service {
     /// Taken before the manager restores its queue, so nothing it starts is missed.
     let events: AsyncStream<DownloadManager.Event>
     let hooks: Hooks
+    /// Counts each download's end.
+    let metrics: DaemonMetrics
     let logger: Logger
     private struct Subscribers {
         var streams: [UUID: AsyncStream<JSONValue>.Continuation] = [:]
@@ -19,10 +21,11 @@ final class Notifier: Service {
     }
     private let subscribers = Mutex(Subscribers())
 
-    init(manager: DownloadManager, hooks: Hooks, logger: Logger) async {
+    init(manager: DownloadManager, hooks: Hooks, metrics: DaemonMetrics, logger: Logger) async {
         self.manager = manager
         events = await manager.events()
         self.hooks = hooks
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -64,6 +67,7 @@ final class Notifier: Service {
         // Downloads between a start and its end: aria2 announces a pause or a stop only for these.
         var transferring: Set<DownloadID> = []
         for await event in events {
+            metrics.count(event)
             let wasTransferring = transferring.contains(event.id)
             if case .started = event { transferring.insert(event.id) } else if event.isTerminal { transferring.remove(event.id) }
             guard let name = Self.notification(for: event) else { continue }

@@ -11,7 +11,7 @@ import Synchronization
 ///   never under one of these.
 /// - An `Origin` must be the daemon's own (`http://` and one of those names), unless
 ///   `--rpc-allow-origin-all`. `Origin: null` (a sandboxed frame, a `file:` page) is another origin.
-/// - `/jsonrpc` refuses a request that the browser's fetch metadata marks as sent by another
+/// - `/jsonrpc` and `/metrics` refuse a request that the browser's fetch metadata marks as sent by another
 ///   site (`Sec-Fetch-Site: cross-site` or `same-site`): that covers `<img>`, `<script>` and
 ///   form loads, which carry no `Origin`.
 ///
@@ -63,7 +63,7 @@ struct RequestGate: RouterMiddleware {
         if let origin, !names.isOwn(origin: origin) {
             return "requests from web pages at \(origin) are refused; start the daemon with --rpc-allow-origin-all to allow them"
         }
-        if path.hasPrefix("/jsonrpc"), let fetchSite, fetchSite == "cross-site" || fetchSite == "same-site" {
+        if path.hasPrefix("/jsonrpc") || path == "/metrics", let fetchSite, fetchSite == "cross-site" || fetchSite == "same-site" {
             return "requests sent by web pages of another site are refused; start the daemon with --rpc-allow-origin-all to allow them"
         }
         return nil

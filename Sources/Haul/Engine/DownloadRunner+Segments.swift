@@ -308,6 +308,10 @@ extension DownloadRunner {
         _ context: SegmentContext
     ) async throws(DownloadError) {
         var offset = segment.next
+        // Bytes written and not yet told to the observer: told with each progress report, and
+        // the rest when the request ends.
+        var unobserved: Int64 = 0
+        defer { if unobserved > 0 { observer.fetched(unobserved) } }
         do {
             for try await buffer in body {
                 let room = context.board.room(for: segment.id, at: offset, count: buffer.readableBytes)
@@ -316,10 +320,13 @@ extension DownloadRunner {
                 }
                 let after = context.board.wrote(segment.id, at: offset, count: room, now: .now)
                 offset += Int64(after.accepted)
+                unobserved += Int64(after.accepted)
                 for piece in after.completedPieces { try await check(piece: piece, from: context.board.source(of: segment.id), context) }
                 if isThrottled { try await throttle(after.accepted) }
                 if let ranges = after.checkpoint { try await context.checkpointer.request(ranges) }
                 if let report = after.report {
+                    observer.fetched(unobserved)
+                    unobserved = 0
                     var progress = DownloadProgress(
                         destination: context.destination, bytesDone: report.bytes,
                         totalBytes: context.total, bytesPerSecond: report.bytesPerSecond,

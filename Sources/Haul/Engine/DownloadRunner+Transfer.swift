@@ -26,6 +26,8 @@ extension DownloadRunner {
         var meter = SpeedMeter()
         /// Body bytes written by this run, for the summary.
         var fetched: Int64 = 0
+        /// How much of ``fetched`` the observer was told of (``EngineObserver/fetched``).
+        var observed: Int64 = 0
         /// What a segmented transfer wrote, holes and all (with piece digests, its verified
         /// pieces); nil while a single stream runs.
         var segmentsWritten: ByteRanges?
@@ -251,6 +253,8 @@ extension DownloadRunner {
         var lastProgress = lastCheckpoint.instant
         let pieces = try transfer.machine.total.map { total throws(DownloadError) in try pieceDigests(total: total) } ?? request.pieces
         if let pieces { try startPiece(&transfer, pieces) }
+        // The bytes since the last report, also when the request fails.
+        defer { tellFetched(&transfer) }
         do {
             for try await buffer in body {
                 let count = buffer.readableBytes
@@ -326,11 +330,19 @@ extension DownloadRunner {
     }
 
     private func report(_ transfer: inout Transfer, at instant: ContinuousClock.Instant) {
+        tellFetched(&transfer)
         transfer.meter.sample(bytes: transfer.machine.offset, at: instant)
         events.progress(
             DownloadProgress(
                 destination: transfer.state.path, bytesDone: transfer.machine.offset,
                 totalBytes: transfer.machine.total, bytesPerSecond: transfer.meter.bytesPerSecond))
+    }
+
+    /// Tells the observer of the bytes written since it was last told.
+    private func tellFetched(_ transfer: inout Transfer) {
+        guard transfer.fetched > transfer.observed else { return }
+        observer.fetched(transfer.fetched - transfer.observed)
+        transfer.observed = transfer.fetched
     }
 
     /// Size check, checksum, then the batched flush and atomic rename: nothing unverified at `path`.

@@ -24,6 +24,8 @@ struct DownloadRunner: Sendable {
     /// The host's connection slots, when a ``DownloadManager`` runs this download.
     let lease: (any ConnectionLease)?
     let logger: Logger
+    /// Told of each retry and of the bytes written (``EngineObserver``).
+    let observer: EngineObserver
     let events: RunEvents
     /// The request was checked when it was added (a manager's); else the run checks it.
     var validated = false
@@ -213,6 +215,7 @@ struct DownloadRunner: Sendable {
         guard let delay = retry.delay(after: error, madeProgress: madeProgress, jitter: random()) else {
             throw error.with(url: request.displayURL)
         }
+        observer.retrying(error)
         logger.debug("retrying", metadata: ["delay": "\(delay)", "error": "\(error)"])
         events.note("retrying in \(delay.formattedSeconds): \(error.message)")
         do { try await clock.sleep(for: delay) } catch { throw .cancelled }

@@ -39,6 +39,9 @@ public final class Downloader: Sendable {
         /// Where ``Downloader/shutdown()`` writes every cookie it holds (loaded from cookie
         /// files and set by servers), in the Netscape format (aria2's `--save-cookies`).
         public var saveCookies: String?
+        /// Told of retries, bytes written and the store's transactions, for a program that keeps
+        /// figures (the daemon's `/metrics`); by default nobody is.
+        public var observer = EngineObserver()
 
         /// Settings with the state folder `stateDirectory` (default: ``Downloader/defaultStateDirectory``).
         public init(stateDirectory: String = Downloader.defaultStateDirectory) {
@@ -79,7 +82,7 @@ public final class Downloader: Sendable {
     ///
     /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened.
     public convenience init(_ configuration: Configuration) throws(DownloadError) {
-        self.init(configuration, store: try Store(directory: configuration.stateDirectory))
+        self.init(configuration, store: try Store(directory: configuration.stateDirectory, observer: configuration.observer))
     }
 
     /// A downloader on a given store (tests use one in memory).
@@ -263,7 +266,7 @@ public final class Downloader: Sendable {
             request: request, id: id, revalidate: revalidate, store: store, committer: committer, folders: folders, openFolders: openFolders,
             transport: transport(for: request), stallTimeout: configuration.stallTimeout,
             clock: configuration.clock, random: configuration.random,
-            limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, events: events)
+            limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, observer: configuration.observer, events: events)
         runner.validated = validated
         return runner
     }

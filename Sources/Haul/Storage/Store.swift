@@ -12,8 +12,8 @@ final class Store: Sendable {
     let writer: StoreWriter
 
     /// Opens (creating if needed) `state.sqlite` in `directory`, a folder of mode 0700 with
-    /// the database 0600: it may hold credentials.
-    init(directory: String) throws(DownloadError) {
+    /// the database 0600: it may hold credentials. `observer` is told of each transaction.
+    init(directory: String, observer: EngineObserver = EngineObserver()) throws(DownloadError) {
         do {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true,
@@ -57,7 +57,7 @@ final class Store: Sendable {
         } catch {
             throw DownloadError.io("cannot open the store \(path): \(StoreWriter.reason(error)); \(StoreWriter.advice(error))")
         }
-        writer = StoreWriter(database: database, path: path)
+        writer = StoreWriter(database: database, path: path, committed: observer.storeCommitted)
     }
 
     /// A store in memory, for tests of the manager's bookkeeping at scale.

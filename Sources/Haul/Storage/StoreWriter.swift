@@ -181,10 +181,13 @@ final class StoreWriter: Sendable {
     private let database: any DatabaseWriter
     private let path: String
     private let state = Mutex(State())
+    /// Told how long each transaction took (``EngineObserver/storeCommitted``).
+    private let committed: @Sendable (Duration, Int) -> Void
 
-    init(database: any DatabaseWriter, path: String) {
+    init(database: any DatabaseWriter, path: String, committed: @escaping @Sendable (Duration, Int) -> Void = { _, _ in }) {
         self.database = database
         self.path = path
+        self.committed = committed
     }
 
     /// The first failed transaction's error, once one failed: nothing written since can be
@@ -302,12 +305,14 @@ final class StoreWriter: Sendable {
             for waiter in stragglers { waiter.resume() }
             guard let batch else { return }
             let outcome: Result<Void, DownloadError>
+            let started = ContinuousClock.now
             do {
                 try await database.write { db in try Self.write(batch, in: db) }
                 outcome = .success(())
             } catch {
                 outcome = .failure(failure(error))
             }
+            committed(.now - started, batch.count)
             let waiters = state.withLock { state in
                 state.transactions += 1
                 state.insertsInFlight = []
