@@ -56,20 +56,9 @@ import Testing
     @Test func killNineKeepsTheBytesWrittenInThisBoot() async throws {
         let (server, dir, route, arguments) = try await stalledDownload()
         defer { dir.remove() }
-        let haul = try HaulProcess(arguments, in: dir.path)
-        // Written bytes are recorded at least every MiB: 5 of the 6.3 surely.
-        let recorded = try await waitUntil { Self.records(in: dir).recorded.byteCount >= 5 << 20 }
-        haul.signal(SIGKILL)
-        _ = try await haul.finish()
-        #expect(recorded, "the store never recorded the 5 MiB written")
+        try await killOnceRecorded(arguments, in: dir)
         let kept = Self.records(in: dir).recorded.byteCount
-        let sentBefore = server.stats("/big.bin").bodyBytesSent
-        let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)
-        let rerun = server.stats("/big.bin").bodyBytesSent - sentBefore
-        try await server.shutdown()
-
-        #expect(status == 0, "\(stderr)")
-        #expect(digest(dir.contents("big.bin")) == digest(route.content))
+        let rerun = try await rerunSends(arguments, in: dir, server: server, route: route)
         #expect(rerun == route.content.count - Int(kept), "the rerun asked for more than was missing")
     }
 
@@ -78,12 +67,7 @@ import Testing
     @Test func bytesRecordedInAnotherBootAreNotTrusted() async throws {
         let (server, dir, route, arguments) = try await stalledDownload()
         defer { dir.remove() }
-        let haul = try HaulProcess(arguments, in: dir.path)
-        // Written bytes are recorded at least every MiB: 5 of the 6.3 surely.
-        let recorded = try await waitUntil { Self.records(in: dir).recorded.byteCount >= 5 << 20 }
-        haul.signal(SIGKILL)
-        _ = try await haul.finish()
-        #expect(recorded, "the store never recorded the 5 MiB written")
+        try await killOnceRecorded(arguments, in: dir)
         // The machine "rebooted": the record now names a boot that is not this one.
         let database = try DatabaseQueue(path: dir.file("state/state.sqlite"))
         try await database.write { db in
@@ -92,14 +76,30 @@ import Testing
         try database.close()
         let flushed = Self.records(in: dir).ranges.byteCount
         #expect(flushed < 5 << 20, "a flush came before the kill: nothing to tell apart")
+        let rerun = try await rerunSends(arguments, in: dir, server: server, route: route)
+        #expect(rerun == route.content.count - Int(flushed), "the rerun trusted bytes of another boot")
+    }
+
+    /// Runs `haul get` with `arguments` and kills it (-9) once the store records 5 MiB written:
+    /// written bytes are recorded at least every MiB, so 5 of the 6.3 the server sends surely.
+    private func killOnceRecorded(_ arguments: [String], in dir: TestDirectory) async throws {
+        let haul = try HaulProcess(arguments, in: dir.path)
+        let recorded = try await waitUntil { Self.records(in: dir).recorded.byteCount >= 5 << 20 }
+        haul.signal(SIGKILL)
+        _ = try await haul.finish()
+        #expect(recorded, "the store never recorded the 5 MiB written")
+    }
+
+    /// Runs the same command again to its end (the file must then be complete and right) and
+    /// returns the body bytes the server sent it.
+    private func rerunSends(_ arguments: [String], in dir: TestDirectory, server: FaultServer, route: Route) async throws -> Int {
         let sentBefore = server.stats("/big.bin").bodyBytesSent
         let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)
         let rerun = server.stats("/big.bin").bodyBytesSent - sentBefore
         try await server.shutdown()
-
         #expect(status == 0, "\(stderr)")
         #expect(digest(dir.contents("big.bin")) == digest(route.content))
-        #expect(rerun == route.content.count - Int(flushed), "the rerun trusted bytes of another boot")
+        return rerun
     }
 
     /// A 32 MiB file whose first answer stops after 6 MiB and 300 KiB without closing, and the
