@@ -131,12 +131,13 @@ extension DownloadRunner {
         if partSize > 0 {
             let rows = try await store.rows(path: path)
             if let best = rows.first(where: { !$0.recorded.isEmpty }) {
+                let recorded = best.recorded
                 state = EngineState(
                     path: path, totalLength: best.totalLength, validators: best.validators,
-                    acceptsRanges: best.acceptsRanges, ranges: best.recorded)
+                    acceptsRanges: best.acceptsRanges, ranges: recorded)
                 // Bytes a killed process wrote in this boot are in the page cache: flushed now,
                 // the row below may record them with the rest.
-                if best.recorded != best.ranges {
+                if recorded != best.ranges {
                     try await Self.offTheEventLoops { () throws(DownloadError) in try part.sync() }
                 }
                 // Another download's progress on this file is now this one's.
