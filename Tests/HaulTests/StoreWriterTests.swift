@@ -119,6 +119,23 @@ extension StoreWriterTests {
         #expect(read.validators.etag == nil)
     }
 
+    /// A whole row written back (``StoreWriter/insert(_:)`` replaces) keeps the ranges this boot
+    /// wrote but did not flush: dropping them would make a rerun fetch them again.
+    @Test func aRowWrittenBackKeepsThisBootsWrittenRanges() async throws {
+        try #require(BootID.current != nil, "this machine has no boot id")
+        let store = try Store(inMemory: ())
+        var inserted = row(0)
+        inserted.ranges = ByteRanges([0..<100])
+        inserted.unsynced = ByteRanges([0..<300])
+        store.writer.insert(inserted)
+        try await store.writer.flush()
+        let read = try #require(try await store.row(inserted.id))
+        #expect(read.unsynced == ByteRanges([0..<300]))
+        store.writer.insert(read)
+        try await store.writer.flush()
+        #expect(try await store.row(inserted.id)?.recorded == ByteRanges([0..<300]))
+    }
+
     @Test func anErrorsReasonIsKeptInTheStore() async throws {
         let store = try Store(inMemory: ())
         let inserted = row(1)

@@ -186,7 +186,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         "id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
         "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
         "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
-        "createdAt", "updatedAt", "errorReason", "sources",
+        "createdAt", "updatedAt", "errorReason", "sources", "unsynced",
     ]
 
     /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
@@ -223,6 +223,8 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
             updatedAt.timeIntervalSince1970,
             errorReason?.description,
             try Self.storedSources(of: request),
+            // Read for this boot only, so written back as this boot's.
+            BootID.current.flatMap { unsynced.isEmpty ? nil : Self.storedUnsynced(unsynced, boot: $0) },
         ]
     }
 

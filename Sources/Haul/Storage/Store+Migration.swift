@@ -72,9 +72,10 @@ extension Store {
                 t.column("lastError", .text)
                 t.column("createdAt", .double).notNull()
                 t.column("updatedAt", .double).notNull()
-                // Since v4 and v6; here too because the rows below are written with every column.
+                // Since v4, v6 and v7; here too because the rows below are written with every column.
                 t.column("errorReason", .text)
                 t.column("sources", .text).notNull().defaults(to: "")
+                t.column("unsynced", .text)
             }
             try migrateToOneRow(db)
             try db.drop(table: "job")
@@ -113,7 +114,10 @@ extension Store {
         migrator.registerMigration("v7") { db in
             // Bytes written but not yet flushed, with the boot that wrote them: after a killed
             // process (not a system crash) they are still in the file (DownloadRow.unsynced).
-            try db.alter(table: "download") { t in t.add(column: "unsynced", .text) }
+            // A store migrated from v2 just now has it already.
+            if try !db.columns(in: "download").contains(where: { $0.name == "unsynced" }) {
+                try db.alter(table: "download") { t in t.add(column: "unsynced", .text) }
+            }
         }
         return migrator
     }
