@@ -75,7 +75,7 @@ struct UploadRunner: Sendable {
         }
         let now = Date()
         let row = UploadRow(
-            file: request.file, url: request.url, protocol: .tus, location: location, identity: identity, confirmed: 0,
+            file: request.file, url: request.url, protocol: .tus, location: location, identity: identity,
             createdAt: now, updatedAt: now)
         // On disk before the first byte goes: a rerun after a kill finds this upload.
         try await store.saveUpload(row)

@@ -112,7 +112,8 @@ extension Store {
         }
         migrator.registerMigration("v7") { db in
             // Uploads: one row for each file and target URL, so that a rerun finds the tus
-            // upload it began and the file it began with (UploadRow).
+            // upload it began and the file it began with (UploadRow). No offset: the server's is
+            // the one that counts, and a rerun asks for it.
             try db.create(table: "upload") { t in
                 t.column("file", .text).notNull()
                 t.column("url", .text).notNull()
@@ -121,7 +122,6 @@ extension Store {
                 t.column("length", .integer).notNull()
                 t.column("modified", .double).notNull()
                 t.column("sample", .text).notNull()
-                t.column("confirmed", .integer).notNull().defaults(to: 0)
                 t.column("createdAt", .double).notNull()
                 t.column("updatedAt", .double).notNull()
                 t.primaryKey(["file", "url"])

@@ -14,9 +14,6 @@ struct UploadRow: Sendable, Hashable {
     var location: String?
     /// The file as it was when the upload began.
     var identity: UploadFile.Identity
-    /// The server's offset as last confirmed (a rerun asks the server again: this is for
-    /// progress and diagnosis, not trusted).
-    var confirmed: Int64
     var createdAt: Date
     var updatedAt: Date
 }
@@ -30,7 +27,6 @@ extension UploadRow: FetchableRecord, PersistableRecord {
         `protocol` = UploadProtocol(rawValue: row["protocol"] as String) ?? .put
         location = row["location"]
         identity = UploadFile.Identity(length: row["length"], modified: row["modified"], sample: row["sample"])
-        confirmed = row["confirmed"]
         createdAt = Date(timeIntervalSince1970: row["createdAt"])
         updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
     }
@@ -43,7 +39,6 @@ extension UploadRow: FetchableRecord, PersistableRecord {
         container["length"] = identity.length
         container["modified"] = identity.modified
         container["sample"] = identity.sample
-        container["confirmed"] = confirmed
         container["createdAt"] = createdAt.timeIntervalSince1970
         container["updatedAt"] = updatedAt.timeIntervalSince1970
     }
