@@ -23,8 +23,15 @@ extension Downloader {
         var request = request
         request.file = DownloadRequest.absolutePath(request.file)
         let runner = uploadRunner(request)
+        let url = request.url
         return UploadTask { report throws(DownloadError) in
-            try await runner(report).run()
+            do throws(DownloadError) {
+                return try await runner(report).run()
+            } catch {
+                // The network's errors name the host at most: the line says which upload.
+                guard [DownloadError.Kind.network, .http, .protocolViolation].contains(error.kind) else { throw error }
+                throw error.with(url: url)
+            }
         }
     }
 
