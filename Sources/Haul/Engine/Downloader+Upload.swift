@@ -14,6 +14,10 @@ extension Downloader {
     /// }
     /// ```
     ///
+    /// Uploads are not yet a ``DownloadManager``'s: no queue, priorities or `-j`, and
+    /// ``shutdown()`` does not stop them. Await ``UploadTask/result()`` (or cancel the task)
+    /// before shutting the downloader down.
+    ///
     /// - Parameter request: the file, the URL, the protocol and the network options.
     /// - Returns: the running task.
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` when the
