@@ -16,6 +16,7 @@ struct HaulExamples {
         "networks": networks,
         "progress": watchProgress,
         "mirrors": mirrors,
+        "upload": uploadAFile,
     ]
 
     static func main() async throws {

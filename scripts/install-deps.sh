@@ -6,8 +6,9 @@
 # (test certificates), curl (the client of the servers' own tests), Chromium (the daemon's web
 # page), apache2, lighttpd and caddy (whose directory listings `haul mirror` reads; their
 # services are not used: tests start each with a config of their own), promtool (from the
-# prometheus package: it checks the daemon's /metrics; the server is not used) and the aria2p
-# client library from PyPI. Does nothing for what is already there.
+# prometheus package: it checks the daemon's /metrics; the server is not used), the aria2p
+# client library from PyPI, and aiohttp-tus (a tus 1.0.0 server the upload tests start) with tuspy
+# (tus's official Python client, to cross-check that server). Does nothing for what is already there.
 set -euo pipefail
 
 packages=()
@@ -40,4 +41,10 @@ if [[ "${1:-}" == "--with-test-servers" ]] && ! python3 -c 'import aria2p' 2>/de
     echo "installing: aria2p (PyPI)" >&2
     python3 -m pip install --quiet --disable-pip-version-check aria2p 2>/dev/null \
         || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages aria2p
+fi
+
+if [[ "${1:-}" == "--with-test-servers" ]] && ! python3 -c 'import aiohttp_tus, tusclient' 2>/dev/null; then
+    echo "installing: aiohttp-tus tuspy (PyPI)" >&2
+    python3 -m pip install --quiet --disable-pip-version-check aiohttp-tus tuspy 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages aiohttp-tus tuspy
 fi

@@ -15,6 +15,7 @@ extension NginxServer {
     /// | `tls` with `clientCA` | `/mtls/` | `403` unless the client presented a certificate signed by `clientCA` (one signed by another CA gets nginx's `400`) |
     /// | `redirectTarget` | `/redirect-to/F` | `302` to `redirectTarget` + `F` |
     /// | `redirectTarget` and `basicAuth` | `/auth/redirect-to/F` | the same `302`, once the credentials are right (`401` before) |
+    /// | `webDAV` | `/dav/F` | WebDAV `PUT` (nginx's dav module): stores the body as the file `F`, `201`/`204` |
     ///
     /// ```swift
     /// let certs = try TestCertificates.shared()
@@ -42,11 +43,14 @@ extension NginxServer {
         public var redirectTarget: String?
         /// Write an access log that ``NginxServer/accessLog()`` reads back.
         public var accessLog: Bool
+        /// Take `PUT`s under `/dav/` into the served folder (nginx's `dav_methods PUT`, any size).
+        public var webDAV: Bool
 
         public init(
             limitRate: Int? = nil, tls: TLS? = nil, basicAuth: TestCredentials? = nil, cookie: Cookie? = nil,
-            redirectTarget: String? = nil, accessLog: Bool = true
+            redirectTarget: String? = nil, accessLog: Bool = true, webDAV: Bool = false
         ) {
+            self.webDAV = webDAV
             self.limitRate = limitRate
             self.tls = tls
             self.basicAuth = basicAuth

@@ -220,6 +220,11 @@ extension NginxServer {
                 #"location /setcookie/ { add_header Set-Cookie "\#(cookie.name)=\#(cookie.value); Path=/" always; rewrite ^/setcookie/(.*)$ /cookie/$1 redirect; }"#,
             ]
         }
+        if options.webDAV {
+            // The body goes to a temp file in the config folder, then is renamed into place: the
+            // served folder must be writable by nginx's worker (root in the tests' container).
+            server.append(#"location /dav/ { alias "\#(root)/"; dav_methods PUT; create_full_put_path on; client_max_body_size 0; }"#)
+        }
         if let target = options.redirectTarget {
             server.append(#"location /redirect-to/ { rewrite ^/redirect-to/(.*)$ "\#(target)$1" redirect; }"#)
             if options.basicAuth != nil {

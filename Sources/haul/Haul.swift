@@ -11,7 +11,7 @@ struct HaulCommand: AsyncParsableCommand {
         abstract: "A resumable HTTP(S) download manager: interrupt it any way you like, rerun, lose nothing.",
         version: HaulVersion.string,
         subcommands: [
-            GetCommand.self, MirrorCommand.self, DaemonCommand.self, AddCommand.self, ListCommand.self, StatusCommand.self,
+            GetCommand.self, PutCommand.self, MirrorCommand.self, DaemonCommand.self, AddCommand.self, ListCommand.self, StatusCommand.self,
             PauseCommand.self, ResumeCommand.self, RemoveCommand.self, WaitCommand.self, WatchCommand.self,
             ShutdownCommand.self,
         ],

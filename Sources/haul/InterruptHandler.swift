@@ -14,7 +14,12 @@ final class InterruptHandler {
     private let received = Received()
     private let sources: [any DispatchSourceSignal]
 
-    init(manager: DownloadManager) {
+    convenience init(manager: DownloadManager) {
+        self.init { Task { await manager.shutdown() } }
+    }
+
+    /// Calls `stop` at the first signal (and at each further one); the status is the first's.
+    init(stop: @escaping @Sendable () -> Void) {
         var sources: [any DispatchSourceSignal] = []
         let received = self.received
         for (signalNumber, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
@@ -25,7 +30,7 @@ final class InterruptHandler {
                 received.status.withLock { $0 = $0 ?? status }
                 // Leaves the queue as a crash would, with every written byte recorded; the
                 // manager then turns idle and the command ends.
-                Task { await manager.shutdown() }
+                stop()
             }
             source.resume()
             sources.append(source)

@@ -11,7 +11,8 @@ import Testing
         try await FaultServer.withServer { server in
             let dir = try TestDirectory()
             defer { dir.remove() }
-            // Room for the store's schema (its migrations) and its first rows, not for 3,000.
+            // Room for the store's schema (its migrations, v8's upload table included, go to the
+            // log at the first open), not for the rows of 3000 downloads.
             let disk = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
             defer { disk.unmount() }
             var list = ""

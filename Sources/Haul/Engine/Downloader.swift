@@ -234,6 +234,9 @@ public final class Downloader: Sendable {
         }
     }
 
+    /// The limit every connection of every download (and upload) shares.
+    var sharedLimiter: RateLimiter { globalLimiter }
+
     /// The network side of one download: its proxy, TLS, credentials and the shared cookies.
     /// A rate limiter of `bytesPerSecond` (0: none) on the downloader's clock.
     func limiter(_ bytesPerSecond: Int64?) -> RateLimiter {

@@ -11,6 +11,8 @@ struct HTTPAnswer: Sendable {
     var body: HTTPClientResponse.Body
     /// The URL after redirects.
     var url: String
+    /// Every header as sent, for what ``ResponseHead`` does not keep (tus's `Upload-Offset`).
+    var headers = HTTPHeaders()
 }
 
 /// The engine's only door to the network, for one download: ``PlainHTTPClient`` (or
@@ -88,7 +90,12 @@ struct HTTPTransport: Sendable {
     private static let redirects: Set<Int> = [301, 302, 303, 307, 308]
 
     /// Sends one request, following redirects, and returns when the final answer's head arrives.
-    func send(_ method: HTTPMethod, url: String, headers: [(String, String)], stallTimeout: Duration) async throws(DownloadError) -> HTTPAnswer {
+    ///
+    /// A request with a `body` (an upload) is not sent on to where a redirect points: its
+    /// answer, the redirect included, is the caller's to judge.
+    func send(
+        _ method: HTTPMethod, url: String, headers: [(String, String)], body: RequestBody? = nil, stallTimeout: Duration
+    ) async throws(DownloadError) -> HTTPAnswer {
         let start = URLRedaction.redact(url)
         guard var current = HTTPURL(start) else { throw .invalidRequest("malformed URL \(start)") }
         let home = Origin(current)
@@ -117,7 +124,7 @@ struct HTTPTransport: Sendable {
                 let given = request.headers.first(name: "Cookie")
                 request.headers.replaceOrAdd(name: "Cookie", value: given.map { $0 + "; " + cookie } ?? cookie)
             }
-            var response = try await execute(request, url: current, stallTimeout: stallTimeout)
+            var response = try await execute(request, url: current, body: body, stallTimeout: stallTimeout)
             if response.status == .proxyAuthenticationRequired,
                 let proxy = try network.proxy.server(scheme: current.scheme, host: current.host)
             {
@@ -138,9 +145,9 @@ struct HTTPTransport: Sendable {
             }
             cookies.receive(response.headers["set-cookie"], from: current)
             let status = Int(response.status.code)
-            guard Self.redirects.contains(status), let location = response.headers.first(name: "location") else {
+            guard body == nil, Self.redirects.contains(status), let location = response.headers.first(name: "location") else {
                 let head = ResponseHead(status: status, reason: response.status.reasonPhrase, headers: response.headers)
-                return HTTPAnswer(head: head, body: response.body, url: target)
+                return HTTPAnswer(head: head, body: response.body, url: target, headers: response.headers)
             }
             await Self.discard(response.body)
             guard hop < network.maxRedirects else {
@@ -166,7 +173,9 @@ struct HTTPTransport: Sendable {
     }
 
     /// One request on the client for `url`'s route, with the download's TLS settings.
-    private func execute(_ request: HTTPClientRequest, url: HTTPURL, stallTimeout: Duration) async throws(DownloadError) -> HTTPClientResponse {
+    private func execute(
+        _ request: HTTPClientRequest, url: HTTPURL, body: RequestBody? = nil, stallTimeout: Duration
+    ) async throws(DownloadError) -> HTTPClientResponse {
         var request = request
         let scheme = url.scheme
         let proxy = try network.proxy.server(scheme: scheme, host: url.host)
@@ -185,7 +194,7 @@ struct HTTPTransport: Sendable {
                 return try await clients.plain.execute(
                     request.method, host: proxy?.host ?? url.bareHost, port: proxy?.port ?? url.effectivePort,
                     tunnel: tunnel, tls: tls.context, target: url.target, headers: request.headers,
-                    connectTimeout: network.connectTimeout)
+                    connectTimeout: network.connectTimeout, body: body)
             }
             if scheme == "http", let proxy, proxy.kind == .http {
                 // RFC 9112 §3.2.2: a request for an http:// URL goes to the proxy whole, in
@@ -200,13 +209,14 @@ struct HTTPTransport: Sendable {
                 }
                 return try await clients.plain.execute(
                     request.method, host: proxy.host, port: proxy.port,
-                    target: "http://" + host + url.target, headers: headers, connectTimeout: network.connectTimeout)
+                    target: "http://" + host + url.target, headers: headers, connectTimeout: network.connectTimeout, body: body)
             }
             if scheme == "http", proxy == nil {
                 return try await clients.plain.execute(
                     request.method, host: url.bareHost, port: url.effectivePort,
-                    target: url.target, headers: request.headers, connectTimeout: network.connectTimeout)
+                    target: url.target, headers: request.headers, connectTimeout: network.connectTimeout, body: body)
             }
+            if let body { request.body = body.asyncHTTPClientBody }
             request.tlsConfiguration = tls?.configuration
             let client = clients.client(for: .init(proxy: proxy, connectTimeout: network.connectTimeout, http2: http2))
             return try await client.execute(request, timeout: .hours(24 * 365))

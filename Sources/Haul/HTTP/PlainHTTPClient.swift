@@ -5,7 +5,7 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// Requests without a body over HTTP/1.1, on NIO channels with a keep-alive pool of its own:
+/// Requests over HTTP/1.1 (their bodies, if any, streamed with backpressure), on NIO channels with a keep-alive pool of its own:
 /// plain HTTP straight to the server or to an HTTP proxy (in absolute form), and HTTPS straight
 /// to the server or through an HTTP proxy's tunnel (`CONNECT`), with NIOSSL's handler in front
 /// of the same HTTP handlers. The path of nearly every request: HTTP/2 and SOCKS proxies stay
@@ -81,7 +81,7 @@ final class PlainHTTPClient: Sendable {
     ///
     /// A kept-alive connection the server closed meanwhile fails before any byte of an answer;
     /// the request then goes again on another, as browsers and curl do for requests without a
-    /// body.
+    /// body. A request with a body goes again too: ``RequestBody`` is sent anew from its start.
     ///
     /// - Parameters:
     ///   - host: where the connection goes: the server, or the proxy for a tunnel or for a
@@ -90,9 +90,10 @@ final class PlainHTTPClient: Sendable {
     ///   - tls: TLS with the server.
     ///   - connectTimeout: for the TCP connection, the proxy's answer to `CONNECT` and the TLS
     ///     handshake together.
+    ///   - body: the request's body, sent (with its `Content-Length`) before the answer is awaited.
     func execute(
         _ method: HTTPMethod, host: String, port: Int, tunnel: Tunnel? = nil, tls: TLS? = nil,
-        target: String, headers: HTTPHeaders, connectTimeout: Duration
+        target: String, headers: HTTPHeaders, connectTimeout: Duration, body: RequestBody? = nil
     ) async throws -> HTTPClientResponse {
         let key = Key(host: host, port: port, tunnel: tunnel, tls: tls)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
@@ -100,6 +101,7 @@ final class PlainHTTPClient: Sendable {
             let server = key.server
             head.headers.add(name: "Host", value: Self.hostHeader(host: server.host, port: server.port, defaultPort: tls == nil ? 80 : 443))
         }
+        if let body { head.headers.replaceOrAdd(name: "Content-Length", value: String(body.length)) }
         while true {
             let pooled = lease(key)
             let connection: PlainHTTPConnection
@@ -109,8 +111,9 @@ final class PlainHTTPClient: Sendable {
                 connection = try await connect(key, timeout: connectTimeout)
             }
             let exchange = PlainHTTPExchange(connection: connection)
-            connection.send(head, for: exchange)
+            connection.send(head, for: exchange, hasBody: body != nil)
             do {
+                if let body { try await Self.write(body, on: connection, exchange: exchange) }
                 let answer = try await exchange.head()
                 return HTTPClientResponse(
                     version: answer.version, status: answer.status, headers: answer.headers,
@@ -120,6 +123,44 @@ final class PlainHTTPClient: Sendable {
                 if !stale { throw error }
                 connection.close()
             }
+        }
+    }
+
+    /// Writes `body`, one chunk read while the one before is being written (two at most in
+    /// flight: memory stays flat whatever the body's length).
+    ///
+    /// A server that answers before taking the whole body (an error, typically) and then
+    /// stops reading is heard out: its answer is what the caller gets. A chunk that cannot be
+    /// read (the file, the rate limiter's cancellation) closes the connection and is thrown.
+    private static func write(_ body: RequestBody, on connection: PlainHTTPConnection, exchange: PlainHTTPExchange) async throws {
+        var sent: Int64 = 0
+        var pending: EventLoopFuture<Void>?
+        while sent < body.length {
+            let chunk: ByteBuffer
+            do {
+                chunk = try await body.chunk(sent)
+                guard chunk.readableBytes > 0 else { throw RequestBodyEndedEarly() }
+            } catch {
+                connection.close()
+                exchange.fail(error)
+                throw error
+            }
+            sent += Int64(chunk.readableBytes)
+            let written = connection.write(.body(.byteBuffer(chunk)))
+            do { try await pending?.get() } catch {
+                connection.close()
+                if exchange.answered { return }
+                throw error
+            }
+            pending = written
+        }
+        do {
+            try await pending?.get()
+            try await connection.write(.end(nil)).get()
+        } catch {
+            connection.close()
+            if exchange.answered { return }
+            throw error
         }
     }
 

@@ -15,9 +15,18 @@ final class PlainHTTPConnection: Sendable {
         self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
     }
 
-    /// Sends `head` and starts reading its answer into `exchange`.
-    func send(_ head: HTTPRequestHead, for exchange: PlainHTTPExchange) {
-        onLoop { $0.begin(exchange, head: head) }
+    /// Sends `head` and starts reading its answer into `exchange`; with `hasBody`, the request
+    /// stays open for ``write(_:)``'s parts and its end.
+    func send(_ head: HTTPRequestHead, for exchange: PlainHTTPExchange, hasBody: Bool = false) {
+        onLoop { $0.begin(exchange, head: head, hasBody: hasBody) }
+    }
+
+    /// Writes a part of a request body (or its end); the future completes once the bytes are
+    /// handed to the kernel, which is the backpressure an upload waits on.
+    func write(_ part: HTTPClientRequestPart) -> EventLoopFuture<Void> {
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        onLoop { $0.write(part, promise: promise) }
+        return promise.futureResult
     }
 
     /// The reader has room again after the channel paused.
@@ -59,6 +68,9 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext?
     private var exchange: PlainHTTPExchange?
     private var keepAlive = true
+    /// The request's last part (its end) is written: until then the connection is in the middle
+    /// of a request and cannot serve another, even after an early answer.
+    private var requestEnded = true
     /// The answer's body has neither a length nor chunks: only the connection's end ends it.
     private var endsAtClose = false
     /// A read was asked for and has not completed.
@@ -97,7 +109,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         connection = nil
     }
 
-    func begin(_ exchange: PlainHTTPExchange, head: HTTPRequestHead) {
+    func begin(_ exchange: PlainHTTPExchange, head: HTTPRequestHead, hasBody: Bool) {
         guard let context, context.channel.isActive else {
             exchange.fail(ChannelError.ioOnClosedChannel)
             return
@@ -106,9 +118,29 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         keepAlive = head.isKeepAlive
         endsAtClose = false
         lastActivity = .now()
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        requestEnded = !hasBody
+        if hasBody {
+            context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
         read(context)
+    }
+
+    /// Writes a part of the request's body. A server reading the body is not a stalled one
+    /// though it sends nothing: each part it takes counts as activity, so only a server that
+    /// neither reads nor answers for the stall timeout fails the exchange.
+    func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>) {
+        guard let context, context.channel.isActive else {
+            promise.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        lastActivity = .now()
+        if case .end = part { requestEnded = true }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        promise.futureResult.whenSuccess { loopBound.value.lastActivity = .now() }
+        context.writeAndFlush(wrapOutboundOut(part), promise: promise)
     }
 
     func resumeReading() {
@@ -134,7 +166,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .end:
             self.exchange = nil
             // Back in the pool before the reader hears of the end: its next request finds it there.
-            if keepAlive, let connection {
+            if keepAlive, requestEnded, let connection {
                 release(connection)
             } else {
                 context.close(promise: nil)

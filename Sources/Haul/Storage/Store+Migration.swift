@@ -119,6 +119,23 @@ extension Store {
                 try db.alter(table: "download") { t in t.add(column: "unsynced", .text) }
             }
         }
+        migrator.registerMigration("v8") { db in
+            // Uploads: one row for each file and target URL, so that a rerun finds the tus
+            // upload it began and the file it began with (UploadRow). No offset: the server's is
+            // the one that counts, and a rerun asks for it.
+            try db.create(table: "upload") { t in
+                t.column("file", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("protocol", .text).notNull()
+                t.column("location", .text)
+                t.column("length", .integer).notNull()
+                t.column("modified", .double).notNull()
+                t.column("sample", .text).notNull()
+                t.column("createdAt", .double).notNull()
+                t.column("updatedAt", .double).notNull()
+                t.primaryKey(["file", "url"])
+            }
+        }
         return migrator
     }
 

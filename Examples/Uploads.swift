@@ -1,0 +1,18 @@
+import Foundation
+import Haul
+
+/// UploadingFiles.md: a file to a tus server, continued by a rerun after any interruption.
+func uploadAFile() async throws {
+    try await Downloader.withDownloader(.init()) { downloader in
+        var request = UploadRequest(file: "/tmp/video.mp4", url: "https://uploads.example/files")
+        request.protocol = .auto  // tus if the server speaks it, else one PUT
+        request.rateLimit = 4 << 20
+        let task = try await downloader.upload(request)
+        for await progress in task.progress {
+            if let reason = progress.restartReason { print(reason) }
+            print(progress.bytesSent, "of", progress.totalBytes)
+        }
+        let result = try await task.result()
+        print(result.location, result.protocol, result.bytesSent, "bytes sent by this run")
+    }
+}

@@ -1,0 +1,46 @@
+import Synchronization
+
+/// A running upload, from ``Downloader/upload(_:)``: its progress, its result, and a way to
+/// stop it.
+///
+/// ```swift
+/// let task = try await downloader.upload(UploadRequest(file: "video.mp4", url: "https://uploads.example/files"))
+/// for await progress in task.progress { print(progress.bytesSent, "of", progress.totalBytes) }
+/// let result = try await task.result()
+/// print(result.location, result.protocol)
+/// ```
+///
+/// Cancelling stops the transfer; a tus upload stays on the server and in the store, so the
+/// same request later continues it.
+public final class UploadTask: Sendable {
+    /// Snapshots while the upload runs; the stream ends when it does. One reader.
+    public let progress: AsyncStream<UploadProgress>
+    private let work: Task<Result<UploadResult, DownloadError>, Never>
+
+    init(runner: @escaping @Sendable (@escaping @Sendable (UploadProgress) -> Void) async throws(DownloadError) -> UploadResult) {
+        // The newest snapshot matters, not every one: a slow reader never holds memory.
+        let (stream, continuation) = AsyncStream.makeStream(of: UploadProgress.self, bufferingPolicy: .bufferingNewest(1))
+        progress = stream
+        work = Task {
+            defer { continuation.finish() }
+            do throws(DownloadError) {
+                return .success(try await runner { continuation.yield($0) })
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Waits for the upload to end.
+    ///
+    /// - Returns: the result, once the server holds every byte.
+    /// - Throws: ``DownloadError``: why it failed, or ``DownloadError/Kind/cancelled`` after ``cancel()``.
+    public func result() async throws(DownloadError) -> UploadResult {
+        try await work.value.get()
+    }
+
+    /// Stops the upload. A tus upload can be continued later with the same request.
+    public func cancel() {
+        work.cancel()
+    }
+}

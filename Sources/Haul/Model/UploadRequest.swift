@@ -1,0 +1,71 @@
+import Foundation
+
+/// What to upload, where, and how: a local file sent to an `http(s)` URL, resumable when the
+/// server speaks tus, and the same network options as a download.
+///
+/// ```swift
+/// var request = UploadRequest(file: "video.mp4", url: "https://uploads.example/files")
+/// request.protocol = .tus
+/// request.rateLimit = 2 << 20
+/// request.network.tls.caCertificate = "/etc/company/ca.pem"
+/// ```
+public struct UploadRequest: Sendable, Hashable, Codable {
+    /// The local file to send.
+    public var file: String
+    /// A tus creation endpoint, or the URL a plain `PUT` stores the file at.
+    public var url: String
+    /// Which protocol carries the bytes; ``UploadProtocol/auto`` asks the server.
+    public var `protocol`: UploadProtocol = .auto
+    /// Extra request headers, sent on every request of the upload.
+    public var headers: [DownloadRequest.Header] = []
+    /// This upload's own rate limit, in bytes per second (a ``Downloader``'s shared limit
+    /// applies too).
+    public var rateLimit: Int64?
+    /// Failed tries in a row before giving up; a try that moved the server's offset resets it.
+    public var maxTries = 5
+    /// The wait before the first retry; it doubles each time.
+    public var retryWait: Duration = .seconds(1)
+    /// Proxies, TLS trust, credentials, cookies and identity, as for downloads.
+    public var network = NetworkOptions()
+
+    /// A request to send `file` to `url`, the protocol chosen by asking the server.
+    public init(file: String, url: String) {
+        self.file = file
+        self.url = url
+    }
+
+    /// Checks what can be checked before reading the file or connecting: an `http(s)` URL with
+    /// a host, one-line headers, sane numbers, the network options.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
+    public func validate() throws(DownloadError) {
+        guard !file.isEmpty else { throw .invalidRequest("an upload needs a file") }
+        guard let parsed = HTTPURL(url), parsed.scheme == "http" || parsed.scheme == "https" else {
+            throw .invalidRequest("not a URL Haul can upload to: it takes http:// and https:// URLs with a host")
+        }
+        for header in headers { try header.validate() }
+        guard maxTries >= 1 else { throw .invalidRequest("tries must be at least 1, not \(maxTries)") }
+        guard retryWait >= .zero else { throw .invalidRequest("the retry wait must not be negative") }
+        if let rateLimit, rateLimit < 0 { throw .invalidRequest("the rate limit must not be negative") }
+        try network.validate()
+    }
+
+    /// The URL without the credentials it may carry, for messages.
+    public var displayURL: String { URLRedaction.redact(url) }
+}
+
+/// How an upload's bytes reach the server.
+///
+/// ``auto`` asks the server (`OPTIONS` with `Tus-Resumable`): a tus server gets tus, any other
+/// a plain `PUT`. ``ietf`` (the IETF draft "Resumable Uploads for HTTP") is named so that a
+/// stored choice or a command line stays valid once it is spoken; until then it is refused.
+public enum UploadProtocol: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Ask the server: tus if it speaks it, else a plain `PUT`.
+    case auto
+    /// The IETF draft "Resumable Uploads for HTTP" (not spoken yet).
+    case ietf
+    /// tus 1.0.0 with its creation extension: resumable after any interruption.
+    case tus
+    /// One `PUT` of the whole file, started over after an interruption (as `curl -T`).
+    case put
+}

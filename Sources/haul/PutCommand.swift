@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import Haul
+import Logging
+
+struct PutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put",
+        abstract: "Upload a file: resumable to a tus server, a plain PUT elsewhere.",
+        discussion: """
+            To a tus server (tus.io), rerunning the same command after Ctrl-C, a crash or kill -9 \
+            asks the server what it holds and sends only the rest; a file changed since starts a \
+            new upload, and haul says why. A plain PUT (WebDAV, presigned URLs) starts over, as \
+            curl -T does. The upload is complete only once the server holds every byte.
+
+            Exit status: \(ExitStatus.summary)
+            """)
+
+    @Flag(name: [.short, .long], help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: "Folder for the upload records (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
+    var stateDir: String?
+
+    @Option(help: "Limit the upload rate, e.g. 2M (bytes per second; K, M, G suffixes; 0 for none).")
+    var limitRate: String?
+
+    @Option(
+        name: .customLong("protocol"),
+        help: ArgumentHelp("auto (ask the server: tus if it speaks it, else PUT), tus or put.", valueName: "auto|tus|put"))
+    var uploadProtocol: UploadProtocol = .auto
+
+    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Option(help: "Give up after this many failed tries in a row; a try that made progress resets the count (default 5).")
+    var maxTries: Int = 5
+
+    @Option(help: "Seconds to wait before the first retry; doubles each time, with jitter (default 1).")
+    var retryWait: Double = 1
+
+    @Option(help: "Seconds without the server taking or sending any byte before a try is abandoned and retried.")
+    var timeout: Double = 30
+
+    @OptionGroup(title: "Network") var network: NetworkFlags
+
+    @Argument(help: "The file to upload.")
+    var file: String
+
+    @Argument(help: "A tus creation endpoint, or the http(s):// URL a PUT stores the file at.")
+    var url: String
+
+    func validate() throws {
+        if let limitRate {
+            switch ByteCount.rateLimit(limitRate) {
+            case nil: throw ValidationError("--limit-rate must be a rate such as 2M (0 for no limit), not \(limitRate)")
+            case let rate??: if rate < 1 << 10 { throw ValidationError("--limit-rate must be at least 1K, or 0 for no limit") }
+            case .some(nil): break
+            }
+        }
+        if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
+        if !(0...3600).contains(retryWait) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
+        if uploadProtocol == .ietf { throw ValidationError("--protocol ietf is not spoken yet: use auto, tus or put") }
+    }
+
+    func run() async throws {
+        let startedAt = ContinuousClock.now
+        var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
+        configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.rateLimit = limitRate.flatMap { ByteCount.rateLimit($0) ?? nil }
+        configuration.logger = Logger(label: "haul")
+        configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
+        if network.skipsCertificateCheck {
+            Terminal.error("warning: TLS certificates are not checked: anyone on the way can read and change the upload")
+        }
+        var request = UploadRequest(file: file, url: url)
+        request.protocol = uploadProtocol
+        request.headers = try TransferOptions.headers(header)
+        request.maxTries = maxTries
+        request.retryWait = .milliseconds(Int64(retryWait * 1000))
+        try network.apply(to: &request.network)
+
+        let downloader = try ExitStatus.openDownloader(configuration)
+        var outcome: Result<UploadResult, DownloadError>
+        var interrupts: InterruptHandler?
+        do throws(DownloadError) {
+            let task = try await downloader.upload(request)
+            interrupts = InterruptHandler { task.cancel() }
+            let display = UploadDisplay(quiet: quiet, name: (file as NSString).lastPathComponent)
+            await display.run(task.progress)
+            outcome = .success(try await task.result())
+        } catch {
+            outcome = .failure(error)
+        }
+        Terminal.clearDisplay()
+        do { try await downloader.shutdown() } catch {
+            if case .success = outcome { outcome = .failure(error) }
+        }
+        switch outcome {
+        case .success(let result):
+            if !quiet { Terminal.write(UploadDisplay.doneLine(result, elapsed: .now - startedAt) + "\n") }
+        case .failure(let error):
+            if let status = interrupts?.exitStatus {
+                Terminal.error("interrupted: run the same command again to continue (a tus upload goes on from what the server holds)")
+                throw ExitCode(status)
+            }
+            Terminal.error(error.description)
+            throw ExitCode(ExitStatus.code(for: error))
+        }
+    }
+}
+
+extension UploadProtocol: ExpressibleByArgument {}

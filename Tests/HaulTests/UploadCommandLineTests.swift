@@ -1,0 +1,85 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// The built `haul put`, killed and rerun the way users do it, against aiohttp-tus.
+@Suite(.serialized, .enabled(if: tusServerAvailable || ProcessInfo.processInfo.environment["CI"] != nil))
+struct UploadCommandLineTests {
+    @Test func killNineThenRerunSendsOnlyTheRest() async throws {
+        let tus = try await TusTestServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let size = 40 << 20
+        let content = testBytes(size, seed: 21)
+        try dir.write("big.bin", content)
+        let arguments = ["put", "-q", "--state-dir", dir.file("state"), "big.bin", tus.url]
+
+        // Slowed down so that the kill lands in the middle: after at least two PATCHes began.
+        let haul = try HaulProcess(arguments + ["--limit-rate", "8M"], in: dir.path)
+        let reached = try await waitUntil {
+            guard tus.received().bytes >= 18 << 20 else { return false }
+            haul.signal(SIGKILL)
+            return true
+        }
+        #expect(reached)
+        haul.signal(SIGKILL)
+        _ = try await haul.finish()
+        let killed = tus.received()
+
+        let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)
+        let total = tus.received()
+        let stored = try? [UInt8](Data(contentsOf: tus.folder.appendingPathComponent("big.bin")))
+        await tus.stop()
+
+        #expect(status == 0, "\(stderr)")
+        #expect(stderr.isEmpty, "\(stderr)")
+        #expect(digest(stored) == digest(content))
+        #expect(total.creations == 1, "the rerun continued the same upload")
+        // The rerun sends what the server did not hold: at least the 16 MiB confirmed before the
+        // kill stay there. In all, at most the file and one 8 MiB PATCH cut off by the kill.
+        #expect(total.bytes - killed.bytes <= Int64(size) - (16 << 20), "the rerun sent \(total.bytes - killed.bytes)")
+        #expect(total.bytes <= Int64(size) + (8 << 20), "sent \(total.bytes) in all")
+    }
+
+    @Test func aChangedFileIsSaidInOneLineAndUploadedAnew() async throws {
+        let tus = try await TusTestServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try dir.write("c.bin", testBytes(24 << 20, seed: 22))
+        let arguments = ["put", "--state-dir", dir.file("state"), "c.bin", tus.url]
+        let haul = try HaulProcess(arguments + ["-q", "--limit-rate", "8M"], in: dir.path)
+        #expect(try await waitUntil { tus.received().bytes >= 10 << 20 })
+        haul.signal(SIGKILL)
+        _ = try await haul.finish()
+        let changed = testBytes(20 << 20, seed: 23)
+        try dir.write("c.bin", changed)
+
+        let (status, stderr) = try await HaulProcess.run(arguments, in: dir.path)
+        let stored = try? [UInt8](Data(contentsOf: tus.folder.appendingPathComponent("c.bin")))
+        await tus.stop()
+
+        #expect(status == 0, "\(stderr)")
+        let lines = stderr.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("haul: \(dir.file("c.bin")) changed since its upload began (its length changed") == true, "\(stderr)")
+        #expect(lines.last?.contains("uploaded 20.0 MiB by tus") == true, "\(stderr)")
+        #expect(digest(stored) == digest(changed))
+    }
+
+    @Test func errorsAreOneLineWithTheirExitStatus() async throws {
+        let tus = try await TusTestServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let state = dir.file("state")
+        let missing = try await HaulProcess.run(["put", "--state-dir", state, "nope.bin", tus.url], in: dir.path)
+        try dir.write("a.bin", [1, 2, 3])
+        // aiohttp answers a PUT to the creation endpoint with 405.
+        let refused = try await HaulProcess.run(["put", "--protocol", "put", "--state-dir", state, "a.bin", tus.url], in: dir.path)
+        await tus.stop()
+
+        #expect(missing.status == 3)
+        #expect(missing.stderr == "haul: cannot read \(dir.file("nope.bin")): No such file or directory\n")
+        #expect(refused.status == 8)
+        #expect(refused.stderr == "haul: \(tus.url): 405 Method Not Allowed\n")
+    }
+}

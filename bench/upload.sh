@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Uploads with haul against tuspy and curl -T, on 127.0.0.1:
+#   1. a 256 MiB file to a tus server (aiohttp-tus, bench/tus-server.py): haul against tuspy
+#      (8 MiB chunks), ROUNDS rounds alternating;
+#   2. the same file with haul killed with -9 after 96 MiB reached the server, then the same
+#      command again: every byte the server received, cut-off PATCHes included;
+#   3. a 512 MiB plain PUT to nginx WebDAV: haul against curl -T, ROUNDS rounds alternating.
+# Wall time and peak RSS (/usr/bin/time) of each; every upload is compared with its source.
+#
+#   bench/upload.sh [ROUNDS]     (ROUNDS defaults to 3)
+#
+# HAUL=PATH runs that haul instead of building a release one. The byte count is the server's
+# (each PATCH body as it arrives), not a forwarder's: HTTP heads are not in it.
+set -euo pipefail
+
+ROUNDS=${1:-3}
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [ROUNDS]" >&2; exit 2; }
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=${TMPDIR:-/tmp}/haul-bench-upload
+source "$(dirname "${BASH_SOURCE[0]}")/nginx.sh"
+
+python3 -c 'import aiohttp_tus, tusclient' 2>/dev/null || {
+    echo "error: aiohttp-tus and tuspy missing: scripts/install-deps.sh --with-test-servers" >&2; exit 2; }
+[[ -x "$NGINX" ]] || { echo "error: nginx not found" >&2; exit 2; }
+if [[ -z "${HAUL:-}" ]]; then
+    (cd "$REPO" && swift build -c release --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+    HAUL=$REPO/.build/release/haul
+fi
+
+rm -rf "$WORK/tus" "$WORK/www" "$WORK/state" "$WORK/nginx"
+mkdir -p "$WORK/tus" "$WORK/www" "$WORK/nginx"
+for size in 256 512; do
+    [[ "$(stat -c %s "$WORK/$size.bin" 2>/dev/null || echo 0)" == $((size << 20)) ]] \
+        || head -c $((size << 20)) /dev/urandom > "$WORK/$size.bin"
+done
+
+TUS_PID=
+cleanup() { [[ -n "$TUS_PID" ]] && kill "$TUS_PID" 2>/dev/null; stop_nginx; }
+trap cleanup EXIT
+TUS_PORT=$(shuf -i 20000-60999 -n 1)
+python3 "$REPO/bench/tus-server.py" "$TUS_PORT" "$WORK/tus" "$WORK/counts.json" > "$WORK/tus.log" 2>&1 &
+TUS_PID=$!
+for _ in $(seq 100); do curl -s -o /dev/null -X OPTIONS "http://127.0.0.1:$TUS_PORT/files" && break; sleep 0.1; done
+TUS=http://127.0.0.1:$TUS_PORT/files
+received() { python3 -c "import json; print(json.load(open('$WORK/counts.json'))['bytes'])"; }
+
+NGINX_SERVER_EXTRA="location /dav/ { alias \"$WORK/www/\"; dav_methods PUT; client_max_body_size 0; }" \
+    start_nginx "$WORK/nginx" "$WORK/www" || exit 2
+DAV=http://127.0.0.1:$PORT/dav
+
+timed() {   # timed LABEL CHECK_FILE SOURCE COMMAND...
+    local label=$1 check=$2 source=$3; shift 3
+    rm -f "$check"
+    /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" > /dev/null
+    read -r wall rss < "$WORK/time.txt"
+    local verdict=ok
+    cmp -s "$check" "$source" || verdict="FAILED: differs from the source"
+    printf '%-34s wall %6.2f s  rss %5d MiB  %s\n' "$label" "$wall" $((rss / 1024)) "$verdict"
+}
+
+echo "== haul upload benchmark: $(nproc) cores, $(uname -sr); haul $("$HAUL" --version) at $(git -C "$REPO" rev-parse --short HEAD)"
+TUSPY="from tusclient import client; client.TusClient('$TUS').uploader('$WORK/256.bin', chunk_size=8 << 20, metadata={'filename': '256.bin'}).upload()"
+for ((round = 1; round <= ROUNDS; round++)); do
+    timed "round $round tus 256 MiB: haul" "$WORK/tus/256.bin" "$WORK/256.bin" \
+        "$HAUL" put -q --protocol tus --state-dir "$WORK/state" "$WORK/256.bin" "$TUS"
+    timed "round $round tus 256 MiB: tuspy" "$WORK/tus/256.bin" "$WORK/256.bin" python3 -c "$TUSPY"
+done
+
+before=$(received)
+"$HAUL" put -q --protocol tus --state-dir "$WORK/state" --limit-rate 64M "$WORK/256.bin" "$TUS" &
+HAUL_PID=$!
+for _ in $(seq 600); do (( $(received) - before >= 96 << 20 )) && break; sleep 0.05; done
+kill -9 "$HAUL_PID"; wait "$HAUL_PID" 2>/dev/null || true
+at_kill=$(( $(received) - before ))
+rm -f "$WORK/tus/256.bin"
+"$HAUL" put -q --protocol tus --state-dir "$WORK/state" "$WORK/256.bin" "$TUS"
+total=$(( $(received) - before ))
+verdict=ok; cmp -s "$WORK/tus/256.bin" "$WORK/256.bin" || verdict="FAILED: differs from the source"
+printf 'kill -9 at %d MiB, then rerun: %d bytes received in all (file %d, +%d)  %s\n' \
+    $((at_kill >> 20)) "$total" $((256 << 20)) $((total - (256 << 20))) "$verdict"
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    timed "round $round PUT 512 MiB: haul" "$WORK/www/haul.bin" "$WORK/512.bin" \
+        "$HAUL" put -q --protocol put --state-dir "$WORK/state" "$WORK/512.bin" "$DAV/haul.bin"
+    timed "round $round PUT 512 MiB: curl -T" "$WORK/www/curl.bin" "$WORK/512.bin" \
+        curl -sS -f -T "$WORK/512.bin" "$DAV/curl.bin"
+done
