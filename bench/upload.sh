@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Uploads with haul against tuspy and curl -T, on 127.0.0.1:
-#   1. a 256 MiB file to a tus server (aiohttp-tus, bench/tus-server.py): haul against tuspy
-#      (8 MiB chunks), ROUNDS rounds alternating;
-#   2. the same file with haul killed with -9 after 96 MiB reached the server, then the same
-#      command again: every byte the server received, cut-off PATCHes included;
+#   1. a 256 MiB file to a tus server (aiohttp-tus, bench/tus-server.py) through a loopback
+#      forwarder that counts the bytes each client sends (bench/count-forwarder.py): haul
+#      against tuspy (8 MiB chunks), ROUNDS rounds alternating;
+#   2. the same file with haul killed with -9 after 96 MiB went through the forwarder, then the
+#      same command again: every byte sent in all, cut-off PATCHes and HTTP heads included;
 #   3. a 512 MiB plain PUT to nginx WebDAV: haul against curl -T, ROUNDS rounds alternating.
 # Wall time and peak RSS (/usr/bin/time) of each; every upload is compared with its source.
 #
 #   bench/upload.sh [ROUNDS]     (ROUNDS defaults to 3)
 #
-# HAUL=PATH runs that haul instead of building a release one. The byte count is the server's
-# (each PATCH body as it arrives), not a forwarder's: HTTP heads are not in it.
+# HAUL=PATH runs that haul instead of building a release one.
 set -euo pipefail
 
 ROUNDS=${1:-3}
@@ -35,14 +35,24 @@ for size in 256 512; do
 done
 
 TUS_PID=
-cleanup() { [[ -n "$TUS_PID" ]] && kill "$TUS_PID" 2>/dev/null; stop_nginx; }
+FORWARDER_PID=
+cleanup() {
+    [[ -n "$TUS_PID" ]] && kill "$TUS_PID" 2>/dev/null
+    [[ -n "$FORWARDER_PID" ]] && kill "$FORWARDER_PID" 2>/dev/null
+    stop_nginx
+}
 trap cleanup EXIT
 TUS_PORT=$(shuf -i 20000-60999 -n 1)
 python3 "$REPO/bench/tus-server.py" "$TUS_PORT" "$WORK/tus" "$WORK/counts.json" > "$WORK/tus.log" 2>&1 &
 TUS_PID=$!
 for _ in $(seq 100); do curl -s -o /dev/null -X OPTIONS "http://127.0.0.1:$TUS_PORT/files" && break; sleep 0.1; done
-TUS=http://127.0.0.1:$TUS_PORT/files
-received() { python3 -c "import json; print(json.load(open('$WORK/counts.json'))['bytes'])"; }
+FORWARDER_PORT=$(shuf -i 20000-60999 -n 1)
+python3 "$REPO/bench/count-forwarder.py" "$FORWARDER_PORT" "$TUS_PORT" "$WORK/sent.json" > "$WORK/forwarder.log" 2>&1 &
+FORWARDER_PID=$!
+for _ in $(seq 100); do curl -s -o /dev/null -X OPTIONS "http://127.0.0.1:$FORWARDER_PORT/files" && break; sleep 0.1; done
+TUS=http://127.0.0.1:$FORWARDER_PORT/files
+# Every byte clients sent through the forwarder so far.
+sent() { python3 -c "import json; print(json.load(open('$WORK/sent.json'))['bytes'])"; }
 
 NGINX_SERVER_EXTRA="location /dav/ { alias \"$WORK/www/\"; dav_methods PUT; client_max_body_size 0; }" \
     start_nginx "$WORK/nginx" "$WORK/www" || exit 2
@@ -51,11 +61,15 @@ DAV=http://127.0.0.1:$PORT/dav
 timed() {   # timed LABEL CHECK_FILE SOURCE COMMAND...
     local label=$1 check=$2 source=$3; shift 3
     rm -f "$check"
+    local before; before=$(sent)
     /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" > /dev/null
     read -r wall rss < "$WORK/time.txt"
+    sleep 0.1   # the forwarder's count of the last bytes
     local verdict=ok
     cmp -s "$check" "$source" || verdict="FAILED: differs from the source"
-    printf '%-34s wall %6.2f s  rss %5d MiB  %s\n' "$label" "$wall" $((rss / 1024)) "$verdict"
+    local through=""
+    (( $(sent) > before )) && through=$(printf '  sent %d B' $(( $(sent) - before )))
+    printf '%-34s wall %6.2f s  rss %5d MiB%s  %s\n' "$label" "$wall" $((rss / 1024)) "$through" "$verdict"
 }
 
 echo "== haul upload benchmark: $(nproc) cores, $(uname -sr); haul $("$HAUL" --version) at $(git -C "$REPO" rev-parse --short HEAD)"
@@ -66,17 +80,19 @@ for ((round = 1; round <= ROUNDS; round++)); do
     timed "round $round tus 256 MiB: tuspy" "$WORK/tus/256.bin" "$WORK/256.bin" python3 -c "$TUSPY"
 done
 
-before=$(received)
+before=$(sent)
 "$HAUL" put -q --protocol tus --state-dir "$WORK/state" --limit-rate 64M "$WORK/256.bin" "$TUS" &
 HAUL_PID=$!
-for _ in $(seq 600); do (( $(received) - before >= 96 << 20 )) && break; sleep 0.05; done
+for _ in $(seq 600); do (( $(sent) - before >= 96 << 20 )) && break; sleep 0.05; done
 kill -9 "$HAUL_PID"; wait "$HAUL_PID" 2>/dev/null || true
-at_kill=$(( $(received) - before ))
+sleep 0.1
+at_kill=$(( $(sent) - before ))
 rm -f "$WORK/tus/256.bin"
 "$HAUL" put -q --protocol tus --state-dir "$WORK/state" "$WORK/256.bin" "$TUS"
-total=$(( $(received) - before ))
+sleep 0.1
+total=$(( $(sent) - before ))
 verdict=ok; cmp -s "$WORK/tus/256.bin" "$WORK/256.bin" || verdict="FAILED: differs from the source"
-printf 'kill -9 at %d MiB, then rerun: %d bytes received in all (file %d, +%d)  %s\n' \
+printf 'kill -9 at %d MiB, then rerun: %d bytes sent in all (file %d, +%d)  %s\n' \
     $((at_kill >> 20)) "$total" $((256 << 20)) $((total - (256 << 20))) "$verdict"
 
 for ((round = 1; round <= ROUNDS; round++)); do
