@@ -223,6 +223,20 @@ struct UploadFileIdentityTests {
         #expect(base.change(to: .init(length: 10, modified: 1.5, sample: "bb")) == "its content changed")
     }
 
+    /// A chunk is read into the spare buffer it is given, not into new memory.
+    @Test func aChunkIsReadIntoTheSpareItIsGiven() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let content = testBytes(3 << 20, seed: 11)
+        try dir.write("c.bin", content)
+        let file = try UploadFile(path: dir.file("c.bin"))
+        let first = try await file.chunk(at: 0, count: 1 << 20)
+        let address = first.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+        let second = try await file.chunk(at: 1 << 20, count: 1 << 20, reusing: consume first)
+        #expect(second.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } == address)
+        #expect(Array(second.readableBytesView) == Array(content[(1 << 20)..<(2 << 20)]))
+    }
+
     @Test(arguments: [0, 1, 65536, 65537, 4 << 20, 4 << 20 + 1, 10 << 30] as [Int64])
     func theSampleIsBoundedAndCoversBothEnds(length: Int64) {
         let offsets = UploadFile.sampleOffsets(length: length)

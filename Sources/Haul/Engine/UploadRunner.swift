@@ -118,12 +118,12 @@ struct UploadRunner: Sendable {
         let limiters = self.limiters
         let paced = limiters.map(\.bytesPerSecond).filter { $0 > 0 }.min().map { min(max($0 / 10, 16 << 10), 1 << 20) }
         let most = paced ?? Int64(RequestBody.chunkSize)
-        return RequestBody(length: count) { offset in
+        return RequestBody(length: count) { offset, spare in
             // A cancelled upload stops at the next chunk, not at the end of the request.
             if Task.isCancelled { throw DownloadError.cancelled }
             let wanted = Int(min(most, count - offset))
             for limiter in limiters { try await limiter.acquire(wanted) }
-            let chunk = try await file.chunk(at: start + offset, count: wanted)
+            let chunk = try await file.chunk(at: start + offset, count: wanted, reusing: consume spare)
             meter.sent(start + offset + Int64(chunk.readableBytes))
             return chunk
         }

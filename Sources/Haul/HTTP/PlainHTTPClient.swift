@@ -132,13 +132,20 @@ final class PlainHTTPClient: Sendable {
     /// A server that answers before taking the whole body (an error, typically) and then
     /// stops reading is heard out: its answer is what the caller gets. A chunk that cannot be
     /// read (the file, the rate limiter's cancellation) closes the connection and is thrown.
+    ///
+    /// Not `sendfile(2)`: measured on loopback against nginx, the server spent a fifth more CPU
+    /// taking a file's pages than copied bytes, and the upload took longer.
     private static func write(_ body: RequestBody, on connection: PlainHTTPConnection, exchange: PlainHTTPExchange) async throws {
         var sent: Int64 = 0
         var pending: EventLoopFuture<Void>?
+        // The chunk `pending` carries, and the one before it, written already: its memory is
+        // read into next (NIO holds no reference to a buffer once its write completed).
+        var inFlight: ByteBuffer?
+        var spare: ByteBuffer?
         while sent < body.length {
             let chunk: ByteBuffer
             do {
-                chunk = try await body.chunk(sent)
+                chunk = try await body.chunk(sent, spare.take())
                 guard chunk.readableBytes > 0 else { throw RequestBodyEndedEarly() }
             } catch {
                 connection.close()
@@ -146,6 +153,8 @@ final class PlainHTTPClient: Sendable {
                 throw error
             }
             sent += Int64(chunk.readableBytes)
+            spare = inFlight.take()
+            inFlight = chunk
             let written = connection.write(.body(.byteBuffer(chunk)))
             do { try await pending?.get() } catch {
                 connection.close()

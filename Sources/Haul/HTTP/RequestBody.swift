@@ -11,8 +11,11 @@ import NIOCore
 struct RequestBody: Sendable {
     /// The body's length in bytes (its `Content-Length`).
     let length: Int64
-    /// The bytes from `offset` on, at most ``chunkSize`` of them.
-    let chunk: @Sendable (_ offset: Int64) async throws -> ByteBuffer
+    /// The bytes from `offset` on, at most ``chunkSize`` of them, read into `spare` when given:
+    /// a chunk the caller wrote and holds no more, whose memory is reused. (A fresh 1 MiB
+    /// buffer per chunk is mapped and unmapped by the allocator each time: its page faults
+    /// and unmaps were a fifth of an upload's CPU.)
+    let chunk: @Sendable (_ offset: Int64, _ spare: consuming ByteBuffer?) async throws -> ByteBuffer
 
     /// The most a chunk carries: big enough that a read and a write cost little per byte, small
     /// enough that two in flight keep memory flat.
@@ -34,7 +37,7 @@ struct RequestBody: Sendable {
 
             mutating func next() async throws -> ByteBuffer? {
                 guard offset < body.length else { return nil }
-                let chunk = try await body.chunk(offset)
+                let chunk = try await body.chunk(offset, nil)
                 guard chunk.readableBytes > 0 else { throw RequestBodyEndedEarly() }
                 offset += Int64(chunk.readableBytes)
                 return chunk

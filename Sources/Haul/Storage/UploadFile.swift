@@ -7,6 +7,7 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The local file an upload reads: opened once, read a chunk at a time at any offset, on NIO's
 /// threads for blocking I/O (an event loop's connections would wait on a slow disk otherwise).
@@ -97,12 +98,16 @@ final class UploadFile: Sendable {
         return (0..<sampleBlocks).map { last * Int64($0) / Int64(sampleBlocks - 1) }
     }
 
-    /// Up to `count` bytes from `offset` (fewer only at the end of the file).
-    func chunk(at offset: Int64, count: Int) async throws(DownloadError) -> ByteBuffer {
+    /// Up to `count` bytes from `offset` (fewer only at the end of the file), read into
+    /// `spare`'s memory when given and no one else holds it.
+    func chunk(at offset: Int64, count: Int, reusing spare: consuming ByteBuffer? = nil) async throws(DownloadError) -> ByteBuffer {
         let (path, fd) = (self.path, descriptor)
         let wanted = Int(max(0, min(Int64(count), length - offset)))
+        // Handed over in a box, so that the read below holds the only reference to it.
+        let box = Handover(consume spare)
         return try await Self.offTheEventLoops { () throws(DownloadError) -> ByteBuffer in
-            var buffer = ByteBufferAllocator().buffer(capacity: wanted)
+            var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted)
+            buffer.clear()
             var failure: DownloadError?
             buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { raw in
                 var done = 0
@@ -150,4 +155,13 @@ final class UploadFile: Sendable {
         }
         return try result.get()
     }
+}
+
+/// A buffer passed to another thread and taken there, no reference left behind.
+private final class Handover: Sendable {
+    private let buffer: Mutex<ByteBuffer?>
+
+    init(_ buffer: consuming ByteBuffer?) { self.buffer = Mutex(buffer) }
+
+    func take() -> ByteBuffer? { buffer.withLock { $0.take() } }
 }
