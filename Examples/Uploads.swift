@@ -5,7 +5,7 @@ import Haul
 func uploadAFile() async throws {
     try await Downloader.withDownloader(.init()) { downloader in
         var request = UploadRequest(file: "/tmp/video.mp4", url: "https://uploads.example/files")
-        request.protocol = .auto  // tus if the server speaks it, else one PUT
+        request.protocol = .auto  // tus or the IETF draft if the server speaks one, else one PUT
         request.rateLimit = 4 << 20
         let task = try await downloader.upload(request)
         for await progress in task.progress {

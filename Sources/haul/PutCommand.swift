@@ -6,11 +6,12 @@ import Logging
 struct PutCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put",
-        abstract: "Upload a file: resumable to a tus server, a plain PUT elsewhere.",
+        abstract: "Upload a file: resumable to a tus or IETF-draft server, a plain PUT elsewhere.",
         discussion: """
-            To a tus server (tus.io), rerunning the same command after Ctrl-C, a crash or kill -9 \
-            asks the server what it holds and sends only the rest; a file changed since starts a \
-            new upload, and haul says why. A plain PUT (WebDAV, presigned URLs) starts over, as \
+            To a tus server (tus.io) or one of the IETF draft "Resumable Uploads for HTTP", \
+            rerunning the same command after Ctrl-C, a crash or kill -9 asks the server what it \
+            holds and sends only the rest; a file changed since starts a new upload, and haul says \
+            why. A plain PUT (WebDAV, presigned URLs) starts over, as \
             curl -T does. The upload is complete only once the server holds every byte.
 
             Exit status: \(ExitStatus.summary)
@@ -27,7 +28,9 @@ struct PutCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("protocol"),
-        help: ArgumentHelp("auto (ask the server: tus if it speaks it, else PUT), tus or put.", valueName: "auto|tus|put"))
+        help: ArgumentHelp(
+            "auto (ask the server: tus or the IETF draft if it speaks one, else PUT), tus, ietf or put.",
+            valueName: "auto|tus|ietf|put"))
     var uploadProtocol: UploadProtocol = .auto
 
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
@@ -47,7 +50,7 @@ struct PutCommand: AsyncParsableCommand {
     @Argument(help: "The file to upload.")
     var file: String
 
-    @Argument(help: "A tus creation endpoint, or the http(s):// URL a PUT stores the file at.")
+    @Argument(help: "A tus creation endpoint, the IETF draft's upload target, or the http(s):// URL a PUT stores the file at.")
     var url: String
 
     func validate() throws {
@@ -60,7 +63,6 @@ struct PutCommand: AsyncParsableCommand {
         }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if !(0...3600).contains(retryWait) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
-        if uploadProtocol == .ietf { throw ValidationError("--protocol ietf is not spoken yet: use auto, tus or put") }
     }
 
     func run() async throws {
@@ -101,7 +103,7 @@ struct PutCommand: AsyncParsableCommand {
             if !quiet { Terminal.write(UploadDisplay.doneLine(result, elapsed: .now - startedAt) + "\n") }
         case .failure(let error):
             if let status = interrupts?.exitStatus {
-                Terminal.error("interrupted: run the same command again to continue (a tus upload goes on from what the server holds)")
+                Terminal.error("interrupted: run the same command again to continue (a resumable upload goes on from what the server holds)")
                 throw ExitCode(status)
             }
             Terminal.error(error.description)

@@ -203,14 +203,6 @@ struct UploadTests {
         #expect(error.kind == .io)
         #expect(error.description == "cannot read \(t.dir.file("missing.bin")): No such file or directory")
     }
-
-    @Test func theIETFDraftIsRefusedUntilItIsSpoken() async throws {
-        let t = try await Fixture()
-        try t.dir.write("f.bin", [1, 2, 3])
-        let outcome = try await t.upload("f.bin", protocol: .ietf).result
-        await t.remove()
-        #expect(throws: DownloadError.self) { try outcome.get() }
-    }
 }
 
 /// The file identity that decides whether an upload may be continued.

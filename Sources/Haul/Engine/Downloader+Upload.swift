@@ -2,9 +2,10 @@ extension Downloader {
     /// Starts uploading `request`'s file, with the downloader's clients, cookies, state folder
     /// and shared rate limit.
     ///
-    /// A tus upload is recorded in the store before its first byte is sent: the same request
-    /// later (in this process or another, after a crash or a `kill -9`) asks the server what
-    /// it holds and sends the rest, unless the file changed since.
+    /// A resumable upload (tus, the IETF draft) is recorded in the store before its first byte
+    /// is sent: the same request later (in this process or another, after a crash or a
+    /// `kill -9`) asks the server what it holds and sends the rest, unless the file changed
+    /// since.
     ///
     /// ```swift
     /// try await Downloader.withDownloader(.init()) { downloader throws(DownloadError) in

@@ -10,10 +10,13 @@ struct TusCapabilities: Sendable, Hashable {
     var maxSize: Int64?
 }
 
-/// Where a tus upload stands on the server.
-enum TusUploadState: Sendable, Equatable {
+/// Where a resumable upload (tus, the IETF draft) stands on the server.
+enum ResumableUploadState: Sendable, Equatable {
     /// The server holds this many bytes of it.
     case offset(Int64)
+    /// The server has it whole (the IETF draft's `Upload-Complete: ?1` to `HEAD`): nothing is
+    /// left to send.
+    case complete
     /// It cannot be continued, for this reason (one line).
     case gone(String)
 }
@@ -36,12 +39,16 @@ extension UploadRunner {
         let answer = try await transport.send(
             .OPTIONS, url: request.url, headers: headers(["Tus-Resumable": Self.tusVersion]), stallTimeout: stallTimeout)
         await Self.drain(answer.body)
-        let headers = answer.headers
-        guard (200..<300).contains(answer.head.status), headers.contains(name: "Tus-Version") || headers.contains(name: "Tus-Resumable")
-        else {
+        guard (200..<300).contains(answer.head.status), let capabilities = Self.tusCapabilities(answer.headers) else {
             if answer.head.status >= 500 { throw failure(answer) }
             return nil
         }
+        return capabilities
+    }
+
+    /// The tus capabilities an answer to `OPTIONS` gives, or nil when it names no tus version.
+    static func tusCapabilities(_ headers: HTTPHeaders) -> TusCapabilities? {
+        guard headers.contains(name: "Tus-Version") || headers.contains(name: "Tus-Resumable") else { return nil }
         let extensions = headers[canonicalForm: "Tus-Extension"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         return TusCapabilities(extensions: Set(extensions), maxSize: headers.first(name: "Tus-Max-Size").flatMap { Int64($0) })
     }
@@ -77,7 +84,7 @@ extension UploadRunner {
 
     /// The offset the server holds of the upload at `location` (`HEAD`), or why it cannot be
     /// continued.
-    func tusOffset(_ location: String, length: Int64) async throws(DownloadError) -> TusUploadState {
+    func tusOffset(_ location: String, length: Int64) async throws(DownloadError) -> ResumableUploadState {
         let answer = try await transport.send(.HEAD, url: location, headers: headers(["Tus-Resumable": Self.tusVersion]), stallTimeout: stallTimeout)
         await Self.drain(answer.body)
         let status = answer.head.status
@@ -115,6 +122,7 @@ extension UploadRunner {
                 if resync {
                     switch try await tusOffset(location, length: file.length) {
                     case .offset(let now): offset = now
+                    case .complete: offset = file.length
                     case .gone(let why):
                         throw DownloadError(kind: .protocolViolation, message: "the upload was lost while being sent (\(why))", url: location)
                     }

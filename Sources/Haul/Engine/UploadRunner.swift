@@ -6,12 +6,12 @@ import NIOHTTP1
 /// One upload: the file's first look, the choice of protocol, and the bytes until the server
 /// confirms the last one.
 ///
-/// The crash contract: a tus upload's URL is in the store, with the file as it was when the
-/// upload began (``UploadFile/Identity``), before its first byte is sent. A rerun after any
-/// interruption (`kill -9` included) finds it, asks the server for its offset (`HEAD`) and
-/// sends the rest, unless the file changed since (then a new upload begins, and
-/// ``UploadResult/restartReason`` says why) or the server lost the upload. A plain `PUT` has
-/// no offset to ask for: it starts over, as `curl -T` does.
+/// The crash contract: a resumable upload's URL (tus, the IETF draft) is in the store, with
+/// the file as it was when the upload began (``UploadFile/Identity``), before its first byte is
+/// sent. A rerun after any interruption (`kill -9` included) finds it, asks the server for its
+/// offset (`HEAD`) and sends the rest, unless the file changed since (then a new upload begins,
+/// and ``UploadResult/restartReason`` says why) or the server lost the upload. A plain `PUT`
+/// has no offset to ask for: it starts over, as `curl -T` does.
 struct UploadRunner: Sendable {
     /// The request, its file path absolute.
     let request: UploadRequest
@@ -24,27 +24,44 @@ struct UploadRunner: Sendable {
     let report: @Sendable (UploadProgress) -> Void
 
     func run() async throws(DownloadError) -> UploadResult {
-        if request.protocol == .ietf {
-            throw .invalidRequest("the IETF resumable-upload draft is not spoken yet: use --protocol tus or put (or auto)")
-        }
         let file = try UploadFile(path: request.file)
         let meter = UploadMeter(total: file.length, report: report)
         let identity = try await file.identity()
         var retries = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
         var restartReason: String?
-        if request.protocol != .put, let row = try await store.upload(file: request.file, url: request.url), row.protocol == .tus,
+        // An upload an earlier run began by the protocol asked for (any, under auto).
+        if request.protocol != .put, let row = try await store.upload(file: request.file, url: request.url),
+            row.protocol == .tus || row.protocol == .ietf, request.protocol == .auto || request.protocol == row.protocol,
             let location = row.location
         {
             if let change = row.identity.change(to: identity) {
                 restartReason = "\(request.file) changed since its upload began (\(change)): starting a new upload"
             } else {
-                let known = try await retrying(&retries, meter) { () throws(DownloadError) in try await tusOffset(location, length: file.length) }
+                let ietf = row.protocol == .ietf
+                let known = try await retrying(&retries, meter) { () throws(DownloadError) -> ResumableUploadState in
+                    if ietf { return try await ietfOffset(location, length: file.length) }
+                    return try await tusOffset(location, length: file.length)
+                }
                 switch known {
-                case .offset(let offset):
-                    meter.chose(.tus)
-                    let sent = try await tusSend(file, row: row, from: offset, meter: meter, retries: &retries)
+                case .complete:
+                    // Whole on the server already: the last run was stopped before its answer.
+                    meter.chose(row.protocol)
+                    meter.sent(file.length)
+                    try await store.deleteUpload(file: request.file, url: request.url)
                     return UploadResult(
-                        file: request.file, location: URLRedaction.redact(location), protocol: .tus, bytes: file.length, bytesSent: sent)
+                        file: request.file, location: URLRedaction.redact(location), protocol: row.protocol, bytes: file.length,
+                        bytesSent: 0)
+                case .offset(let offset):
+                    meter.chose(row.protocol)
+                    let sent =
+                        if ietf {
+                            try await ietfSend(file, row: row, from: offset, meter: meter, retries: &retries)
+                        } else {
+                            try await tusSend(file, row: row, from: offset, meter: meter, retries: &retries)
+                        }
+                    return UploadResult(
+                        file: request.file, location: URLRedaction.redact(location), protocol: row.protocol, bytes: file.length,
+                        bytesSent: sent)
                 case .gone(let why):
                     restartReason = why
                 }
@@ -59,9 +76,18 @@ struct UploadRunner: Sendable {
         case .tus:
             server = try await retrying(&retries, meter) { () throws(DownloadError) in try await askTus() } ?? TusCapabilities()
             chosen = .tus
-        default:
-            server = try await retrying(&retries, meter) { () throws(DownloadError) in try await askTus() }
-            chosen = server == nil ? .put : .tus
+        case .ietf:
+            chosen = .ietf
+        case .auto:
+            switch try await retrying(&retries, meter, { () throws(DownloadError) in try await askServer() }) {
+            case .tus(let capabilities):
+                server = capabilities
+                chosen = .tus
+            case .ietf:
+                chosen = .ietf
+            case .plain:
+                chosen = .put
+            }
         }
         meter.chose(chosen)
         if chosen == .put {
@@ -70,19 +96,65 @@ struct UploadRunner: Sendable {
                 file: request.file, location: request.displayURL, protocol: .put, bytes: file.length, bytesSent: sent,
                 restartReason: restartReason)
         }
-        let location = try await retrying(&retries, meter) { () throws(DownloadError) in
-            try await tusCreate(file, server: server ?? TusCapabilities())
+        let ietf = chosen == .ietf
+        let created = try await retrying(&retries, meter) { () throws(DownloadError) -> String? in
+            if ietf { return try await ietfCreate(file) }
+            return try await tusCreate(file, server: server ?? TusCapabilities())
+        }
+        guard let location = created else {
+            // An empty file, sent whole by the IETF draft's creation.
+            try await store.deleteUpload(file: request.file, url: request.url)
+            meter.sent(0)
+            return UploadResult(
+                file: request.file, location: request.displayURL, protocol: chosen, bytes: 0, bytesSent: 0, restartReason: restartReason)
         }
         let now = Date()
         let row = UploadRow(
-            file: request.file, url: request.url, protocol: .tus, location: location, identity: identity,
+            file: request.file, url: request.url, protocol: chosen, location: location, identity: identity,
             createdAt: now, updatedAt: now)
         // On disk before the first byte goes: a rerun after a kill finds this upload.
         try await store.saveUpload(row)
-        let sent = try await tusSend(file, row: row, from: 0, meter: meter, retries: &retries)
+        let sent =
+            if ietf {
+                try await ietfSend(file, row: row, from: 0, meter: meter, retries: &retries)
+            } else {
+                try await tusSend(file, row: row, from: 0, meter: meter, retries: &retries)
+            }
         return UploadResult(
-            file: request.file, location: URLRedaction.redact(location), protocol: .tus, bytes: file.length, bytesSent: sent,
+            file: request.file, location: URLRedaction.redact(location), protocol: chosen, bytes: file.length, bytesSent: sent,
             restartReason: restartReason)
+    }
+
+    // MARK: Choosing
+
+    /// What a server's answer to `OPTIONS` says it speaks.
+    enum ServerKind: Sendable, Equatable {
+        case tus(TusCapabilities)
+        /// The IETF draft: its `Upload-Limit` (or `Upload-Draft-Interop-Version`) in the answer.
+        case ietf
+        /// Neither: a plain `PUT`.
+        case plain
+    }
+
+    /// Asks the server, by one `OPTIONS` that names both protocols, which it speaks; tus first,
+    /// when it speaks both.
+    ///
+    /// A server of the draft answers `OPTIONS` with `Upload-Limit` (NIOResumableUpload does,
+    /// whatever its application answers), but only when the request names the draft's interop
+    /// version. The draft's other sign, the interim `104 Upload Resumption Supported` to an upload, would come only
+    /// once the bytes are on their way, too late to choose, and NIO's decoder drops interim
+    /// answers: a server that says nothing to `OPTIONS` gets a plain `PUT`.
+    func askServer() async throws(DownloadError) -> ServerKind {
+        let answer = try await transport.send(
+            .OPTIONS, url: request.url,
+            headers: headers(["Tus-Resumable": Self.tusVersion, "Upload-Draft-Interop-Version": Self.ietfInteropVersion]),
+            stallTimeout: stallTimeout)
+        await Self.drain(answer.body)
+        if answer.head.status >= 500 { throw failure(answer) }
+        guard (200..<300).contains(answer.head.status) else { return .plain }
+        if let tus = Self.tusCapabilities(answer.headers) { return .tus(tus) }
+        if answer.headers.contains(name: "Upload-Limit") || answer.headers.contains(name: "Upload-Draft-Interop-Version") { return .ietf }
+        return .plain
     }
 
     // MARK: Plain PUT

@@ -10,7 +10,7 @@ import Synchronization
 /// print(result.location, result.protocol)
 /// ```
 ///
-/// Cancelling stops the transfer; a tus upload stays on the server and in the store, so the
+/// Cancelling stops the transfer; a resumable upload stays on the server and in the store, so the
 /// same request later continues it.
 public final class UploadTask: Sendable {
     /// Snapshots while the upload runs; the stream ends when it does. One reader.
@@ -39,7 +39,7 @@ public final class UploadTask: Sendable {
         try await work.value.get()
     }
 
-    /// Stops the upload. A tus upload can be continued later with the same request.
+    /// Stops the upload. A resumable upload (tus, the IETF draft) can be continued later with the same request.
     public func cancel() {
         work.cancel()
     }

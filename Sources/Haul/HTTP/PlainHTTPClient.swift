@@ -81,7 +81,11 @@ final class PlainHTTPClient: Sendable {
     ///
     /// A kept-alive connection the server closed meanwhile fails before any byte of an answer;
     /// the request then goes again on another, as browsers and curl do for requests without a
-    /// body. A request with a body goes again too: ``RequestBody`` is sent anew from its start.
+    /// body. A request with a body goes again too: ``RequestBody`` is sent anew from its start,
+    /// unless its method is not idempotent (`POST`, `PATCH`; RFC 9110 §9.2.2): the server may
+    /// have taken part of it, and an upload's `PATCH` sent again from an offset the server has
+    /// passed is a conflict (NIOResumableUpload drops the whole upload for it). The caller asks
+    /// the server where it stands instead.
     ///
     /// - Parameters:
     ///   - host: where the connection goes: the server, or the proxy for a tunnel or for a
@@ -119,7 +123,9 @@ final class PlainHTTPClient: Sendable {
                     version: answer.version, status: answer.status, headers: answer.headers,
                     body: .stream(PlainHTTPBody(exchange)))
             } catch {
-                let stale = pooled != nil && !exchange.answered && !(error is CancellationError) && !(error is DownloadError)
+                let replayable = body == nil || (method != .POST && method != .PATCH)
+                let stale =
+                    pooled != nil && replayable && !exchange.answered && !(error is CancellationError) && !(error is DownloadError)
                 if !stale { throw error }
                 connection.close()
             }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// What to upload, where, and how: a local file sent to an `http(s)` URL, resumable when the
-/// server speaks tus, and the same network options as a download.
+/// server speaks tus or the IETF draft "Resumable Uploads for HTTP", and the same network
+/// options as a download.
 ///
 /// ```swift
 /// var request = UploadRequest(file: "video.mp4", url: "https://uploads.example/files")
@@ -12,7 +13,8 @@ import Foundation
 public struct UploadRequest: Sendable, Hashable, Codable {
     /// The local file to send.
     public var file: String
-    /// A tus creation endpoint, or the URL a plain `PUT` stores the file at.
+    /// A tus creation endpoint, the IETF draft's upload target (the resource that takes the
+    /// file, created there by a `POST`), or the URL a plain `PUT` stores the file at.
     public var url: String
     /// Which protocol carries the bytes; ``UploadProtocol/auto`` asks the server.
     public var `protocol`: UploadProtocol = .auto
@@ -56,13 +58,17 @@ public struct UploadRequest: Sendable, Hashable, Codable {
 
 /// How an upload's bytes reach the server.
 ///
-/// ``auto`` asks the server (`OPTIONS` with `Tus-Resumable`): a tus server gets tus, any other
-/// a plain `PUT`. ``ietf`` (the IETF draft "Resumable Uploads for HTTP") is named so that a
-/// stored choice or a command line stays valid once it is spoken; until then it is refused.
+/// ``auto`` asks the server (one `OPTIONS` with `Tus-Resumable` and
+/// `Upload-Draft-Interop-Version`): a tus server gets tus, a server of the IETF draft (its
+/// `Upload-Limit` in the answer) the draft, any other a plain `PUT`.
 public enum UploadProtocol: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Ask the server: tus if it speaks it, else a plain `PUT`.
+    /// Ask the server: tus if it speaks it, else the IETF draft if it speaks that, else a
+    /// plain `PUT`.
     case auto
-    /// The IETF draft "Resumable Uploads for HTTP" (not spoken yet).
+    /// The IETF draft "Resumable Uploads for HTTP" (interop version 6, as Apple's
+    /// NIOResumableUpload speaks it): the upload created by a `POST` to the URL, its bytes
+    /// appended by `PATCH` from the offset the server holds (`HEAD`), resumable after any
+    /// interruption.
     case ietf
     /// tus 1.0.0 with its creation extension: resumable after any interruption.
     case tus

@@ -2,7 +2,8 @@
 public struct UploadResult: Sendable, Hashable {
     /// The file sent.
     public var file: String
-    /// Where the bytes went: the tus upload's URL, or the `PUT` target (without credentials).
+    /// Where the bytes went: the resumable upload's URL (tus, the IETF draft), or the `PUT`
+    /// target (without credentials).
     public var location: String
     /// The protocol that carried them (never ``UploadProtocol/auto``).
     public var `protocol`: UploadProtocol

@@ -6,11 +6,11 @@ import GRDB
 struct UploadRow: Sendable, Hashable {
     /// The file's absolute path.
     var file: String
-    /// The target URL as given (a tus creation endpoint, a `PUT` target).
+    /// The target URL as given (a tus creation endpoint, the IETF draft's target, a `PUT` target).
     var url: String
     /// The protocol the upload began with.
     var `protocol`: UploadProtocol
-    /// The tus upload's URL (the creation's `Location`), nil until the server made one.
+    /// The resumable upload's URL (the creation's `Location`), nil until the server made one.
     var location: String?
     /// The file as it was when the upload began.
     var identity: UploadFile.Identity
@@ -53,7 +53,7 @@ extension Store {
     }
 
     /// Records `row` (replacing the one of the same file and URL), committed before it returns:
-    /// a tus upload's URL must be on disk before its first byte is sent, or a `kill -9` then
+    /// a resumable upload's URL must be on disk before its first byte is sent, or a `kill -9` then
     /// would leave an upload no rerun can find.
     func saveUpload(_ row: UploadRow) async throws(DownloadError) {
         try await write { db in try row.save(db) }

@@ -1,0 +1,266 @@
+import Foundation
+import HaulTestSupport
+import Testing
+@testable import Haul
+
+/// The IETF draft "Resumable Uploads for HTTP" against Apple's NIOResumableUpload
+/// (``ResumableUploadTestServer``), in this process: the library's upload task, and the built
+/// `haul put` killed and rerun.
+@Suite(.serialized)
+struct ResumableUploadTests {
+    /// A state folder, a file to send and a server, for one test.
+    struct Fixture {
+        let dir: TestDirectory
+        let server: ResumableUploadTestServer
+        var state: String { dir.file("state") }
+
+        init() async throws {
+            dir = try TestDirectory()
+            server = try await ResumableUploadTestServer.start()
+        }
+
+        func remove() async {
+            await server.stop()
+            dir.remove()
+        }
+
+        func stored(_ name: String) -> [UInt8]? {
+            try? [UInt8](Data(contentsOf: server.folder.appendingPathComponent(name)))
+        }
+
+        /// Uploads `file` to the server's target of that name, cancelling once `cancelAt` bytes
+        /// are on their way (nil: to the end).
+        func upload(
+            _ file: String, protocol kind: UploadProtocol = .ietf, rateLimit: Int64? = nil, cancelAt: Int64? = nil
+        ) async throws -> (result: Result<UploadResult, DownloadError>, restart: String?) {
+            var configuration = Downloader.Configuration(stateDirectory: state)
+            configuration.stallTimeout = .seconds(10)
+            return try await Downloader.withDownloader(configuration) { downloader in
+                var request = UploadRequest(file: dir.file(file), url: server.url(file))
+                request.protocol = kind
+                request.rateLimit = rateLimit
+                request.retryWait = .milliseconds(50)
+                let task = try await downloader.upload(request)
+                var restart: String?
+                for await progress in task.progress {
+                    restart = restart ?? progress.restartReason
+                    if let cancelAt, progress.bytesSent >= cancelAt { task.cancel() }
+                }
+                do throws(DownloadError) { return (.success(try await task.result()), restart) } catch { return (.failure(error), restart) }
+            }
+        }
+
+        func row(_ file: String) async throws -> UploadRow? {
+            try await Store(directory: state).upload(file: dir.file(file), url: server.url(file))
+        }
+    }
+
+    @Test func anUploadArrivesByteForByteInChunks() async throws {
+        let t = try await Fixture()
+        let content = testBytes(20 << 20 + 12345, seed: 31)
+        try t.dir.write("a.bin", content)
+        let (result, restart) = try await t.upload("a.bin")
+        let done = try result.get()
+        let received = t.server.received()
+        let stored = t.stored("a.bin")
+        let row = try await t.row("a.bin")
+        await t.remove()
+
+        #expect(done.protocol == .ietf)
+        #expect(done.bytes == Int64(content.count))
+        #expect(done.bytesSent == Int64(content.count))
+        #expect(done.location.contains("/resumable_upload/"), "the upload's own URL: \(done.location)")
+        #expect(restart == nil)
+        #expect(digest(stored) == digest(content))
+        #expect(received.bytes == Int64(content.count))
+        #expect(received.creations == 1)
+        #expect(received.completions == 1)
+        // Created without bytes, then three 8 MiB PATCHes; no OPTIONS when the protocol is given.
+        #expect(received.methods == ["POST": 1, "PATCH": 3], "\(received.methods)")
+        #expect(row == nil, "a finished upload leaves no record")
+    }
+
+    @Test func autoChoosesTheDraftWhenTheServerSpeaksIt() async throws {
+        let t = try await Fixture()
+        let content = testBytes(3 << 20, seed: 32)
+        try t.dir.write("auto.bin", content)
+        let done = try await t.upload("auto.bin", protocol: .auto).result.get()
+        let received = t.server.received()
+        let stored = t.stored("auto.bin")
+        await t.remove()
+
+        #expect(done.protocol == .ietf)
+        #expect(received.methods == ["OPTIONS": 1, "POST": 1, "PATCH": 1], "\(received.methods)")
+        #expect(digest(stored) == digest(content))
+    }
+
+    @Test func aCutConnectionIsResumedFromTheServersOffset() async throws {
+        let t = try await Fixture()
+        let size = 20 << 20
+        let content = testBytes(size, seed: 33)
+        try t.dir.write("cut.bin", content)
+        // In the middle of the second PATCH.
+        t.server.cutConnection(afterBytes: 11 << 20)
+        let done = try await t.upload("cut.bin").result.get()
+        let received = t.server.received()
+        let stored = t.stored("cut.bin")
+        await t.remove()
+
+        #expect(received.cuts == 1)
+        #expect(received.creations == 1, "the same upload continued")
+        #expect((received.methods["HEAD"] ?? 0) >= 1, "the offset was asked: \(received.methods)")
+        #expect(done.bytesSent == Int64(size))
+        // NIOResumableUpload keeps every byte it read: nothing is sent twice but what the
+        // kernel held when the connection was cut.
+        #expect(received.bytes <= Int64(size) + (8 << 20), "received \(received.bytes)")
+        #expect(digest(stored) == digest(content))
+    }
+
+    @Test func aCancelledUploadContinuesOnTheNextRun() async throws {
+        let t = try await Fixture()
+        let size = 24 << 20
+        let content = testBytes(size, seed: 34)
+        try t.dir.write("b.bin", content)
+        let (first, _) = try await t.upload("b.bin", rateLimit: 16 << 20, cancelAt: 12 << 20)
+        #expect(throws: DownloadError.self) { try first.get() }
+        let before = t.server.received()
+        let row = try await t.row("b.bin")
+        let (second, restart) = try await t.upload("b.bin")
+        let done = try second.get()
+        let after = t.server.received()
+        let stored = t.stored("b.bin")
+        let rowAfter = try await t.row("b.bin")
+        await t.remove()
+
+        #expect(row?.protocol == .ietf)
+        #expect(row?.location?.contains("/resumable_upload/") == true, "the upload's URL is recorded before its bytes go")
+        #expect(restart == nil)
+        #expect(after.creations == 1, "the same upload continued")
+        #expect(after.methods["HEAD"] == 1)
+        #expect(before.bytes >= 11 << 20)
+        #expect(done.bytesSent <= Int64(size) - (11 << 20), "only the rest was sent: \(done.bytesSent)")
+        // NIOResumableUpload keeps every byte it read: none came twice.
+        #expect(after.bytes == Int64(size), "received \(after.bytes)")
+        #expect(digest(stored) == digest(content))
+        #expect(rowAfter == nil)
+    }
+
+    @Test func aFileChangedSinceItsUploadBeganStartsANewOne() async throws {
+        let t = try await Fixture()
+        try t.dir.write("c.bin", testBytes(24 << 20, seed: 35))
+        let (first, _) = try await t.upload("c.bin", rateLimit: 16 << 20, cancelAt: 12 << 20)
+        #expect(throws: DownloadError.self) { try first.get() }
+        let changed = testBytes(20 << 20, seed: 36)
+        try t.dir.write("c.bin", changed)
+        let (second, restart) = try await t.upload("c.bin")
+        let done = try second.get()
+        let received = t.server.received()
+        let stored = t.stored("c.bin")
+        await t.remove()
+
+        #expect(restart?.contains("changed since its upload began (its length changed") == true, "\(restart ?? "no reason")")
+        #expect(done.restartReason == restart)
+        #expect(done.bytesSent == Int64(changed.count))
+        #expect(received.creations == 2)
+        #expect(received.methods["HEAD"] == nil, "a changed file's old upload is not asked about")
+        #expect(digest(stored) == digest(changed))
+    }
+
+    @Test func anEmptyFileIsUploadedByCreationAlone() async throws {
+        let t = try await Fixture()
+        try t.dir.write("empty.bin", [])
+        let done = try await t.upload("empty.bin").result.get()
+        let received = t.server.received()
+        let stored = t.stored("empty.bin")
+        let row = try await t.row("empty.bin")
+        await t.remove()
+
+        #expect(done.protocol == .ietf)
+        #expect(done.bytes == 0)
+        #expect(received.methods == ["POST": 1])
+        #expect(received.completions == 1)
+        #expect(stored == [])
+        #expect(row == nil)
+    }
+
+    @Test(.enabled(if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func autoStillPutsToAPlainServer() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let content = testBytes(2 << 20 + 3, seed: 37)
+        try dir.write("p.bin", content)
+        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
+        let done = try await NginxServer.withServer(root: dir.file("www"), options: .init(webDAV: true)) { nginx in
+            var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
+            configuration.stallTimeout = .seconds(10)
+            return try await Downloader.withDownloader(configuration) { downloader in
+                let task = try await downloader.upload(UploadRequest(file: dir.file("p.bin"), url: nginx.url("/dav/p.bin")))
+                return try await task.result()
+            }
+        }
+        #expect(done.protocol == .put)
+        #expect(digest(dir.contents("www/p.bin")) == digest(content))
+    }
+
+    // MARK: The command line
+
+    @Test func killNineThenRerunSendsOnlyTheRest() async throws {
+        let t = try await Fixture()
+        let size = 40 << 20
+        let content = testBytes(size, seed: 38)
+        try t.dir.write("big.bin", content)
+        let arguments = ["put", "-q", "--state-dir", t.state, "big.bin", t.server.url("big.bin")]
+
+        // Slowed down so that the kill lands in the middle, and under auto: the rerun finds
+        // the draft's upload the first run chose.
+        let haul = try HaulProcess(arguments + ["--limit-rate", "8M"], in: t.dir.path)
+        let reached = try await waitUntil {
+            guard t.server.received().bytes >= 18 << 20 else { return false }
+            haul.signal(SIGKILL)
+            return true
+        }
+        #expect(reached)
+        haul.signal(SIGKILL)
+        _ = try await haul.finish()
+        let killed = t.server.received()
+
+        let (status, stderr) = try await HaulProcess.run(arguments, in: t.dir.path)
+        let total = t.server.received()
+        let stored = t.stored("big.bin")
+        await t.remove()
+
+        #expect(status == 0, "\(stderr)")
+        #expect(stderr.isEmpty, "\(stderr)")
+        #expect(digest(stored) == digest(content))
+        #expect(total.creations == 1, "the rerun continued the same upload")
+        #expect(total.methods["HEAD"] == 1, "\(total.methods)")
+        #expect(total.methods["OPTIONS"] == 1, "only the first run asked what the server speaks")
+        // The server keeps every byte it read: the rerun sends exactly the rest.
+        #expect(total.bytes - killed.bytes <= Int64(size) - (18 << 20), "the rerun sent \(total.bytes - killed.bytes)")
+        #expect(total.bytes <= Int64(size) + (8 << 20), "sent \(total.bytes) in all")
+    }
+
+    @Test func aChangedFileIsSaidInOneLineByTheCommandLine() async throws {
+        let t = try await Fixture()
+        try t.dir.write("c.bin", testBytes(24 << 20, seed: 39))
+        let arguments = ["put", "--protocol", "ietf", "--state-dir", t.state, "c.bin", t.server.url("c.bin")]
+        let haul = try HaulProcess(arguments + ["-q", "--limit-rate", "8M"], in: t.dir.path)
+        #expect(try await waitUntil { t.server.received().bytes >= 10 << 20 })
+        haul.signal(SIGKILL)
+        _ = try await haul.finish()
+        let changed = testBytes(20 << 20, seed: 40)
+        try t.dir.write("c.bin", changed)
+
+        let (status, stderr) = try await HaulProcess.run(arguments, in: t.dir.path)
+        let stored = t.stored("c.bin")
+        let received = t.server.received()
+        await t.remove()
+
+        #expect(status == 0, "\(stderr)")
+        let lines = stderr.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("haul: \(t.dir.file("c.bin")) changed since its upload began (its length changed") == true, "\(stderr)")
+        #expect(lines.last?.contains("uploaded 20.0 MiB by ietf") == true, "\(stderr)")
+        #expect(received.creations == 2)
+        #expect(digest(stored) == digest(changed))
+    }
+}
