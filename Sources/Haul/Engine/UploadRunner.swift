@@ -26,7 +26,14 @@ struct UploadRunner: Sendable {
     func run() async throws(DownloadError) -> UploadResult {
         let file = try UploadFile(path: request.file)
         let meter = UploadMeter(total: file.length, report: report)
-        let identity = try await file.identity()
+        // Read only for a resumable upload (a plain PUT keeps no record): a sample of 4 MiB.
+        var known: UploadFile.Identity?
+        func identity() async throws(DownloadError) -> UploadFile.Identity {
+            if let known { return known }
+            let read = try await file.identity()
+            known = read
+            return read
+        }
         var retries = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
         var restartReason: String?
         // An upload an earlier run began by the protocol asked for (any, under auto).
@@ -34,7 +41,7 @@ struct UploadRunner: Sendable {
             row.protocol == .tus || row.protocol == .ietf, request.protocol == .auto || request.protocol == row.protocol,
             let location = row.location
         {
-            if let change = row.identity.change(to: identity) {
+            if let change = row.identity.change(to: try await identity()) {
                 restartReason = "\(request.file) changed since its upload began (\(change)): starting a new upload"
             } else {
                 let ietf = row.protocol == .ietf
@@ -110,7 +117,7 @@ struct UploadRunner: Sendable {
         }
         let now = Date()
         let row = UploadRow(
-            file: request.file, url: request.url, protocol: chosen, location: location, identity: identity,
+            file: request.file, url: request.url, protocol: chosen, location: location, identity: try await identity(),
             createdAt: now, updatedAt: now)
         // On disk before the first byte goes: a rerun after a kill finds this upload.
         try await store.saveUpload(row)
