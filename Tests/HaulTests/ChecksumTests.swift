@@ -29,12 +29,12 @@ import Testing
 
     @Test func aResumedFilesHashIsReadOffTheEventLoops() async throws {
         // The blocking reads of a whole-file hash run on the blocking-I/O threads.
-        let ranOnLoop = try await DownloadRunner.offTheEventLoops { () throws(DownloadError) in
+        let ranOnLoop = try await offTheEventLoops { () throws(DownloadError) in
             MultiThreadedEventLoopGroup.currentEventLoop != nil
         }
         #expect(!ranOnLoop)
         await #expect(throws: DownloadError.self) {
-            try await DownloadRunner.offTheEventLoops { () throws(DownloadError) -> Int in throw .io("disk") }
+            try await offTheEventLoops { () throws(DownloadError) -> Int in throw .io("disk") }
         }
     }
 }

@@ -218,7 +218,7 @@ extension DownloadRunner {
     private func check(piece index: Int, from source: Int, _ context: SegmentContext) async throws(DownloadError) {
         guard let pieces = context.board.pieces else { return }
         let (part, total) = (context.part, context.total)
-        let matches = try await Self.offTheEventLoops { () throws(DownloadError) in try pieces.matches(index, of: part, total: total) }
+        let matches = try await offTheEventLoops { () throws(DownloadError) in try pieces.matches(index, of: part, total: total) }
         guard !matches else {
             context.board.verified(index)
             return

@@ -138,7 +138,7 @@ extension DownloadRunner {
                 // Bytes a killed process wrote in this boot are in the page cache: flushed now,
                 // the row below may record them with the rest.
                 if recorded != best.ranges {
-                    try await Self.offTheEventLoops { () throws(DownloadError) in try part.sync() }
+                    try await offTheEventLoops { () throws(DownloadError) in try part.sync() }
                 }
                 // Another download's progress on this file is now this one's.
                 if best.id != id { store.writer.update(best.id, .ranges(ByteRanges())) }
@@ -359,7 +359,7 @@ extension DownloadRunner {
         if let pieces = try pieceDigests(total: total), let from = transfer.verifiedPrefix, from < total {
             // A stream of unknown length learns where its last piece ends only now.
             let part = transfer.part
-            let bad = try await Self.offTheEventLoops { () throws(DownloadError) -> Int? in
+            let bad = try await offTheEventLoops { () throws(DownloadError) -> Int? in
                 for index in pieces.indices(overlapping: from..<total) where try !pieces.matches(index, of: part, total: total) {
                     return index
                 }
@@ -379,7 +379,7 @@ extension DownloadRunner {
                 // Seconds of reading for a big resumed file: never on an event loop, whose
                 // connections (every download's on that loop) would stall meanwhile.
                 let part = transfer.part
-                actual = try await Self.offTheEventLoops { () throws(DownloadError) in
+                actual = try await offTheEventLoops { () throws(DownloadError) in
                     try Self.digest(of: part, upTo: total, algorithm: checksum.algorithm).finalizeHex()
                 }
             }
@@ -418,21 +418,6 @@ extension DownloadRunner {
             // manager's failure handler); the bytes stay in the part file.
             logger.debug("cannot record progress: \(error)")
         }
-    }
-
-    /// Runs blocking file work on NIO's pool of threads for blocking I/O. Swift's tasks here run
-    /// on the event loops (Haul makes them the global executor), where a long read would hold up
-    /// every connection of the loop.
-    static func offTheEventLoops<T: Sendable>(_ work: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError) -> T {
-        let result: Result<T, DownloadError>
-        do {
-            result = try await NIOThreadPool.singleton.runIfActive { () -> Result<T, DownloadError> in
-                do throws(DownloadError) { return .success(try work()) } catch { return .failure(error) }
-            }
-        } catch {
-            throw .io("cannot run file work off the event loops: \(error)")
-        }
-        return try result.get()
     }
 
     /// Hashes the first `length` bytes of the part file (a run that resumes has no digest state).

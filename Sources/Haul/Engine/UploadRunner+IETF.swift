@@ -36,7 +36,7 @@ extension UploadRunner {
                 "Upload-Length": String(file.length), "Content-Length": "0",
             ]),
             stallTimeout: stallTimeout)
-        await Self.drain(answer.body)
+        await HTTPTransport.discard(answer.body)
         guard (200..<300).contains(answer.head.status) else { throw failure(answer) }
         if complete { return nil }
         guard let location = answer.headers.first(name: "Location"),
@@ -56,7 +56,7 @@ extension UploadRunner {
     func ietfOffset(_ location: String, length: Int64) async throws(DownloadError) -> ResumableUploadState {
         let answer = try await transport.send(
             .HEAD, url: location, headers: headers(["Upload-Draft-Interop-Version": Self.ietfInteropVersion]), stallTimeout: stallTimeout)
-        await Self.drain(answer.body)
+        await HTTPTransport.discard(answer.body)
         let status = answer.head.status
         if [403, 404, 410].contains(status) {
             return .gone("the server no longer has the upload (HTTP \(status)): starting a new upload")
@@ -126,7 +126,7 @@ extension UploadRunner {
                         "Upload-Complete": last ? "?1" : "?0", "Content-Type": "application/partial-upload",
                     ]),
                     body: body(file, from: offset, count: count, meter: meter), stallTimeout: stallTimeout)
-                await Self.drain(answer.body)
+                await HTTPTransport.discard(answer.body)
                 if answer.head.status == 409 {
                     throw DownloadError.badResponse("the server holds another offset than \(offset) (409 Conflict)").with(url: location)
                 }
@@ -152,13 +152,9 @@ extension UploadRunner {
                 progressed = true
                 meter.sent(offset)
             } catch {
-                guard !Task.isCancelled, let wait = retries.delay(after: error, madeProgress: progressed, jitter: random()) else {
-                    throw Task.isCancelled ? .cancelled : error
-                }
+                try await backOff(after: error, madeProgress: progressed, &retries, meter)
                 progressed = false
                 resync = true
-                meter.note("retrying in \(wait.formattedSeconds): \(error.message)")
-                do { try await clock.sleep(for: wait) } catch { throw .cancelled }
             }
         }
         try await store.deleteUpload(file: request.file, url: request.url)

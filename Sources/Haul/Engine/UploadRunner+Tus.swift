@@ -38,7 +38,7 @@ extension UploadRunner {
     func askTus() async throws(DownloadError) -> TusCapabilities? {
         let answer = try await transport.send(
             .OPTIONS, url: request.url, headers: headers(["Tus-Resumable": Self.tusVersion]), stallTimeout: stallTimeout)
-        await Self.drain(answer.body)
+        await HTTPTransport.discard(answer.body)
         guard (200..<300).contains(answer.head.status), let capabilities = Self.tusCapabilities(answer.headers) else {
             if answer.head.status >= 500 { throw failure(answer) }
             return nil
@@ -71,7 +71,7 @@ extension UploadRunner {
                 "Content-Length": "0",
             ]),
             stallTimeout: stallTimeout)
-        await Self.drain(answer.body)
+        await HTTPTransport.discard(answer.body)
         guard (200..<300).contains(answer.head.status) else { throw failure(answer) }
         guard let location = answer.headers.first(name: "Location"),
             let resolved = URL(string: location, relativeTo: URL(string: answer.url))?.absoluteString,
@@ -86,7 +86,7 @@ extension UploadRunner {
     /// continued.
     func tusOffset(_ location: String, length: Int64) async throws(DownloadError) -> ResumableUploadState {
         let answer = try await transport.send(.HEAD, url: location, headers: headers(["Tus-Resumable": Self.tusVersion]), stallTimeout: stallTimeout)
-        await Self.drain(answer.body)
+        await HTTPTransport.discard(answer.body)
         let status = answer.head.status
         if [403, 404, 410].contains(status) {
             return .gone("the server no longer has the upload (HTTP \(status)): starting a new upload")
@@ -138,7 +138,7 @@ extension UploadRunner {
                         "Content-Type": "application/offset+octet-stream",
                     ]),
                     body: body(file, from: offset, count: count, meter: meter), stallTimeout: stallTimeout)
-                await Self.drain(answer.body)
+                await HTTPTransport.discard(answer.body)
                 if answer.head.status == 409 {
                     throw DownloadError.badResponse("the server holds another offset than \(offset) (409 Conflict)").with(url: location)
                 }
@@ -156,13 +156,9 @@ extension UploadRunner {
                 // a commit per 8 MiB (an fsync each) cost a tenth of a 256 MiB upload's time.
                 meter.sent(offset)
             } catch {
-                guard !Task.isCancelled, let wait = retries.delay(after: error, madeProgress: progressed, jitter: random()) else {
-                    throw Task.isCancelled ? .cancelled : error
-                }
+                try await backOff(after: error, madeProgress: progressed, &retries, meter)
                 progressed = false
                 resync = true
-                meter.note("retrying in \(wait.formattedSeconds): \(error.message)")
-                do { try await clock.sleep(for: wait) } catch { throw .cancelled }
             }
         }
         // Complete only when the server's offset is the file's length (the loop's condition).

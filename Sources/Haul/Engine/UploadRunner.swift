@@ -156,7 +156,7 @@ struct UploadRunner: Sendable {
             .OPTIONS, url: request.url,
             headers: headers(["Tus-Resumable": Self.tusVersion, "Upload-Draft-Interop-Version": Self.ietfInteropVersion]),
             stallTimeout: stallTimeout)
-        await Self.drain(answer.body)
+        await HTTPTransport.discard(answer.body)
         if answer.head.status >= 500 { throw failure(answer) }
         guard (200..<300).contains(answer.head.status) else { return .plain }
         if let tus = Self.tusCapabilities(answer.headers) { return .tus(tus) }
@@ -172,7 +172,7 @@ struct UploadRunner: Sendable {
             let answer = try await transport.send(
                 .PUT, url: request.url, headers: headers(["Content-Type": "application/octet-stream"]),
                 body: body(file, from: 0, count: file.length, meter: meter), stallTimeout: stallTimeout)
-            await Self.drain(answer.body)
+            await HTTPTransport.discard(answer.body)
             guard (200..<300).contains(answer.head.status) else { throw failure(answer) }
         }
         meter.sent(file.length)
@@ -219,28 +219,25 @@ struct UploadRunner: Sendable {
             do {
                 return try await work()
             } catch {
-                guard !Task.isCancelled, let wait = retries.delay(after: error, madeProgress: madeProgress, jitter: random()) else {
-                    throw Task.isCancelled ? .cancelled : error
-                }
-                meter.note("retrying in \(wait.formattedSeconds): \(error.message)")
-                do { try await clock.sleep(for: wait) } catch { throw .cancelled }
+                try await backOff(after: error, madeProgress: madeProgress, &retries, meter)
             }
         }
+    }
+
+    /// Waits the request's backoff after `error`, shown as a note; throws instead when the
+    /// failure is final, the tries ran out or the upload was cancelled.
+    func backOff(
+        after error: DownloadError, madeProgress: Bool, _ retries: inout RetryPolicy, _ meter: UploadMeter
+    ) async throws(DownloadError) {
+        guard !Task.isCancelled, let wait = retries.delay(after: error, madeProgress: madeProgress, jitter: random()) else {
+            throw Task.isCancelled ? .cancelled : error
+        }
+        meter.note("retrying in \(wait.formattedSeconds): \(error.message)")
+        do { try await clock.sleep(for: wait) } catch { throw .cancelled }
     }
 
     /// The server's error answer as one line with the URL.
     func failure(_ answer: HTTPAnswer) -> DownloadError {
         DownloadError.httpStatus(answer.head.status, reason: answer.head.reason, retryAfter: answer.head.retryAfter).with(url: request.url)
-    }
-
-    /// Reads and drops a small answer body (so its connection can serve the next request).
-    static func drain(_ body: HTTPClientResponse.Body) async {
-        var left = 64 << 10
-        do {
-            for try await buffer in body {
-                left -= buffer.readableBytes
-                if left < 0 { return }
-            }
-        } catch {}
     }
 }

@@ -244,9 +244,9 @@ struct HTTPTransport: Sendable {
         return collected
     }
 
-    /// Reads and drops a redirect's small body (so its connection can be reused); a big one is
-    /// cut off by dropping it.
-    private static func discard(_ body: HTTPClientResponse.Body) async {
+    /// Reads and drops a small answer body (a redirect's, an upload's answer) so that its
+    /// connection can be reused; a big one is cut off by dropping it.
+    static func discard(_ body: HTTPClientResponse.Body) async {
         var left = 64 << 10
         do {
             for try await buffer in body {

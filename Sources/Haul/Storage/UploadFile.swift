@@ -75,7 +75,7 @@ final class UploadFile: Sendable {
     /// The file's identity now: its length and time as opened, and the sample's digest.
     func identity() async throws(DownloadError) -> Identity {
         let (length, path, fd) = (self.length, self.path, descriptor)
-        let sample = try await Self.offTheEventLoops { () throws(DownloadError) -> String in
+        let sample = try await offTheEventLoops { () throws(DownloadError) -> String in
             var hash = SHA256()
             withUnsafeBytes(of: length.littleEndian) { hash.update(bufferPointer: $0) }
             var block = [UInt8](repeating: 0, count: Self.sampleBlockSize)
@@ -105,7 +105,7 @@ final class UploadFile: Sendable {
         let wanted = Int(max(0, min(Int64(count), length - offset)))
         // Handed over in a box, so that the read below holds the only reference to it.
         let box = Handover(consume spare)
-        return try await Self.offTheEventLoops { () throws(DownloadError) -> ByteBuffer in
+        return try await offTheEventLoops { () throws(DownloadError) -> ByteBuffer in
             var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted)
             buffer.clear()
             var failure: DownloadError?
@@ -141,19 +141,6 @@ final class UploadFile: Sendable {
             done += got
         }
         return done
-    }
-
-    /// Blocking file work on NIO's threads for blocking I/O.
-    private static func offTheEventLoops<T: Sendable>(_ work: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError) -> T {
-        let result: Result<T, DownloadError>
-        do {
-            result = try await NIOThreadPool.singleton.runIfActive { () -> Result<T, DownloadError> in
-                do throws(DownloadError) { return .success(try work()) } catch { return .failure(error) }
-            }
-        } catch {
-            throw .io("cannot run file work off the event loops: \(error)")
-        }
-        return try result.get()
     }
 }
 
