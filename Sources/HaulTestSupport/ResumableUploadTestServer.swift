@@ -94,7 +94,12 @@ public final class ResumableUploadTestServer: Sendable {
                         try sync.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try sync.addHandler(
                             HTTPResumableUploadHandler(context: context) { upload in
-                                try? upload.pipeline.syncOperations.addHandler(UploadWriter(folder: folder, shared: shared))
+                                // Without its writer an upload would vanish: closed, the client hears of it.
+                                do {
+                                    try upload.pipeline.syncOperations.addHandler(UploadWriter(folder: folder, shared: shared))
+                                } catch {
+                                    upload.close(promise: nil)
+                                }
                             })
                     }
                 }
@@ -218,15 +223,23 @@ private final class UploadWriter: ChannelInboundHandler {
                 respond(context, .methodNotAllowed)
             }
         case .body(let body):
+            guard let file else { return }
             do {
-                try body.withUnsafeReadableBytes { try file?.write(contentsOf: $0) }
+                try body.withUnsafeReadableBytes { try file.write(contentsOf: $0) }
             } catch {
+                // Answered once: the rest of the body, and its end, find no file.
+                self.file = nil
+                try? file.close()
                 respond(context, .internalServerError)
             }
         case .end:
             guard let file else { return }
             self.file = nil
-            try? file.close()
+            do {
+                try file.close()
+            } catch {
+                return respond(context, .internalServerError)
+            }
             shared.state.withLock { $0.received.completions += 1 }
             respond(context, .created)
         }

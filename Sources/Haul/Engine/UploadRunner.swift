@@ -60,12 +60,7 @@ struct UploadRunner: Sendable {
                         bytesSent: 0)
                 case .offset(let offset):
                     meter.chose(row.protocol)
-                    let sent =
-                        if ietf {
-                            try await ietfSend(file, row: row, from: offset, meter: meter, retries: &retries)
-                        } else {
-                            try await tusSend(file, row: row, from: offset, meter: meter, retries: &retries)
-                        }
+                    let sent = try await send(file, row: row, from: offset, meter: meter, retries: &retries)
                     return UploadResult(
                         file: request.file, location: URLRedaction.redact(location), protocol: row.protocol, bytes: file.length,
                         bytesSent: sent)
@@ -121,15 +116,18 @@ struct UploadRunner: Sendable {
             createdAt: now, updatedAt: now)
         // On disk before the first byte goes: a rerun after a kill finds this upload.
         try await store.saveUpload(row)
-        let sent =
-            if ietf {
-                try await ietfSend(file, row: row, from: 0, meter: meter, retries: &retries)
-            } else {
-                try await tusSend(file, row: row, from: 0, meter: meter, retries: &retries)
-            }
+        let sent = try await send(file, row: row, from: 0, meter: meter, retries: &retries)
         return UploadResult(
             file: request.file, location: URLRedaction.redact(location), protocol: chosen, bytes: file.length, bytesSent: sent,
             restartReason: restartReason)
+    }
+
+    /// Sends the rest of the resumable upload `row` from `offset`, by its protocol.
+    private func send(
+        _ file: UploadFile, row: UploadRow, from offset: Int64, meter: UploadMeter, retries: inout RetryPolicy
+    ) async throws(DownloadError) -> Int64 {
+        if row.protocol == .ietf { return try await ietfSend(file, row: row, from: offset, meter: meter, retries: &retries) }
+        return try await tusSend(file, row: row, from: offset, meter: meter, retries: &retries)
     }
 
     // MARK: Choosing

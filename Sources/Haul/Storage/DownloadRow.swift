@@ -36,8 +36,8 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     var ranges = ByteRanges()
     /// Bytes written to the part file in this boot of the machine (``BootID``), flushed or not:
     /// a killed process leaves them in the page cache, so a rerun may trust them; a crash of the
-    /// system may not have, so a record from another boot reads as empty. Not written back by
-    /// an insert: a row inserted anew has only what its ``ranges`` say.
+    /// system may not have, so a record from another boot reads as empty. A row written whole
+    /// (an insert that replaces) keeps them, as this boot's.
     var unsynced = ByteRanges()
     /// The finished file's size and modification time, to tell Haul's own file from one
     /// someone put there later.
