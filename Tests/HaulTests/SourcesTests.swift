@@ -105,6 +105,104 @@ import Testing
         // A download from one URL keeps the column empty, as every row before v6 has it.
         #expect(try DownloadRow.storedSources(of: DownloadRequest(url: "http://a.example/f", file: "/tmp/f")) == "")
     }
+
+    @Test func eachSourcesValidatorsSurviveTheStore() async throws {
+        let store = try Store(inMemory: ())
+        var request = DownloadRequest(url: "http://a.example/f", file: "/tmp/f")
+        request.sources.append(.init(uri: "http://b.example/f"))
+        var row = DownloadRow(id: .next(), queue: "q", request: request)
+        row.path = "/tmp/f"
+        row.sourceValidators = ["http://b.example/f": Validators(etag: "\"b1\"", lastModified: "Tue, 03 Mar 2026 10:00:00 GMT")]
+        store.writer.insert(row)
+        #expect(try await store.row(path: "/tmp/f")?.sourceValidators == row.sourceValidators)
+        store.writer.update(row.id, .sourceValidators(["http://c.example/f": Validators(etag: "\"c\"")]))
+        #expect(try await store.row(path: "/tmp/f")?.sourceValidators == ["http://c.example/f": Validators(etag: "\"c\"")])
+        #expect(ResumeToken(try #require(try await store.row(path: "/tmp/f"))).sourceValidators?.count == 1)
+        // None for a download from one URL: the column stays empty.
+        #expect(DownloadRow.storedSourceValidators([:]) == "")
+        #expect(DownloadRow.sourceValidators(stored: "") == [:])
+        #expect(DownloadRow.sourceValidators(stored: "not json") == [:])
+    }
+
+    /// A mirror whose file changed between two runs (the same length, another ETag) is dropped
+    /// at its first answer to the rerun, never mixed in: each source's validators are kept with
+    /// the row, and the rerun sends each its own `If-Range`.
+    @Test func aMirrorWhoseFileChangedSinceTheLastRunIsDroppedNotMixedIn() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(Self.size, seed: 22)
+        for name in ["a", "b"] {
+            var route = Route(content: content)
+            route.bytesPerSecond = 2 << 20
+            server.serve("/\(name).bin", route)
+        }
+        var request = harness.request(server.url("/a.bin"), file: "f.bin") {
+            $0.connections = 4
+            $0.minimumSplitSize = 256 << 10
+            $0.maxTries = 3
+        }
+        let mirror = server.url("/b.bin")
+        request.sources.append(.init(uri: mirror))
+        let downloader = try harness.downloader()
+        let task = try await downloader.download(request)
+        #expect(try await waitUntil { server.stats("/b.bin").bodyBytesSent >= 512 << 10 })
+        let token = try #require(await task.pause())
+        try await downloader.shutdown()
+        #expect(token.sourceValidators?[mirror]?.etag == server.validators("/b.bin").etag)
+        #expect(token.ranges.byteCount > 0)
+        let row = try #require(try await harness.record(for: harness.directory.file("f.bin")))
+        #expect(row.sourceValidators[mirror]?.etag == server.validators("/b.bin").etag)
+
+        // The mirror's file changes; its length does not.
+        server.update("/b.bin") { $0.content = testBytes(Self.size, seed: 23) }
+        let sentBefore = server.stats("/b.bin").bodyBytesSent
+        let result = try await harness.download(request).get()
+        #expect(result.bytes == Int64(Self.size))
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        // Its 200s were cut at their heads: none of its new bytes went into the file.
+        #expect(server.stats("/b.bin").bodyBytesSent - sentBefore < Self.size)
+    }
+
+    /// A rerun whose first source is gone continues from the recorded bytes with the next one,
+    /// compared with that source's own validators (not the first's, which are another server's).
+    @Test func aRerunWhoseFirstSourceIsGoneContinuesWithTheNext() async throws {
+        let server = try await FaultServer.start()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(Self.size, seed: 24)
+        for name in ["a", "b"] {
+            var route = Route(content: content)
+            route.bytesPerSecond = 2 << 20
+            server.serve("/\(name).bin", route)
+        }
+        // The same bytes with another Last-Modified: another server's copy of the file.
+        server.update("/b.bin") { $0.content = testBytes(16) }
+        _ = server.validators("/b.bin")
+        server.update("/b.bin") { $0.content = content }
+        #expect(server.validators("/a.bin").lastModified != server.validators("/b.bin").lastModified)
+        var request = harness.request(server.url("/a.bin"), file: "f.bin") {
+            $0.connections = 4
+            $0.minimumSplitSize = 256 << 10
+            $0.maxTries = 2
+        }
+        request.sources.append(.init(uri: server.url("/b.bin")))
+        let downloader = try harness.downloader()
+        let task = try await downloader.download(request)
+        #expect(try await waitUntil { server.stats("/b.bin").bodyBytesSent >= 512 << 10 })
+        let token = try #require(await task.pause())
+        try await downloader.shutdown()
+        let kept = token.ranges.byteCount
+        #expect(kept > 0)
+
+        server.update("/a.bin") { $0.status = 404 }
+        let sentBefore = server.stats("/b.bin").bodyBytesSent
+        let result = try await harness.download(request).get()
+        #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+        // Only what was missing came again.
+        #expect(server.stats("/b.bin").bodyBytesSent - sentBefore <= Self.size - Int(kept) + (1 << 20))
+        #expect(result.bytes == Int64(Self.size))
+    }
 }
 
 /// Several URIs over aria2's RPC: one download from all of them, as aria2 does.

@@ -189,3 +189,29 @@ extension StoreWriterTests {
         try await server.shutdown()
     }
 }
+
+extension StoreWriterTests {
+    /// A transfer's record of the bytes it wrote does not linger for company: after a `kill -9`,
+    /// whatever lingered is fetched again.
+    @Test func aPromptChangeIsWrittenWithoutLingering() async throws {
+        // A linger no test waits out: only a prompt change can be written within the test.
+        let store = try Store(inMemory: (), linger: .seconds(600))
+        let writer = store.writer
+        writer.insert(row(0))
+        writer.insert(row(1))
+        // The first transaction lingers, and takes everything pending when it ends: a prompt
+        // change cuts it short.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(writer.transactions == 0, "a change that did not ask to be prompt was written before its linger")
+        writer.update(row(0).id, .unsynced(ByteRanges([0..<10]), boot: "b"), promptly: true)
+        #expect(await eventually { writer.transactions == 1 }, "the prompt change lingered")
+        #expect(writer.pendingCount == 0)
+        // Once written, the writer lingers again for changes that did not ask.
+        writer.update(row(1).id, .status(.running))
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(writer.transactions == 1)
+        #expect(writer.pendingCount == 1)
+        writer.update(row(1).id, .unsynced(ByteRanges([0..<5]), boot: "b"), promptly: true)
+        #expect(await eventually { writer.transactions == 2 })
+    }
+}

@@ -25,6 +25,19 @@ extension DownloadRunner {
         let sources: [DownloadRequest.Source]
         /// Each source's host, as connection slots are counted.
         let hosts: [String]
+        /// Each source's validators by URI as the transfer began (the row's, and the first
+        /// source's); ``sourceValidators`` adds what mirrors answered since.
+        let knownValidators: [String: Validators]
+
+        /// Each source's validators by URI, as the row keeps them: a mirror's are recorded with
+        /// its first answer, before any of its bytes are.
+        var sourceValidators: [String: Validators] {
+            var all = knownValidators
+            for (index, source) in board.sources.enumerated() {
+                if let validators = source.validators { all[sources[index].uri] = validators }
+            }
+            return all
+        }
     }
 
     /// The holes left to fetch, when several connections are allowed and the server has shown
@@ -81,11 +94,19 @@ extension DownloadRunner {
             missing: missing, connections: connections, minimumSplit: request.minimumSplitSize, alignment: pieces?.length ?? 1)
         let board = SegmentBoard(planner: planner, written: trusted, sources: sources.count, pieces: pieces, total: total)
         board.deal(dealt)
+        // A mirror's validators from an earlier run: it must still serve that file.
+        for (index, source) in sources.enumerated().dropFirst() {
+            if let known = transfer.state.sourceValidators[source.uri] { board.learn(known, of: index) }
+        }
+        if sources.count > 1, !transfer.machine.validators.isEmpty {
+            transfer.state.sourceValidators[sources[0].uri] = transfer.machine.validators
+        }
         // Connections move between sources when one is dropped: the board knows who holds what.
         leased = { board.leasedSlots }
         let context = SegmentContext(
             total: total, validators: transfer.machine.validators, destination: transfer.state.path,
-            part: transfer.part, checkpointer: transfer.checkpointer, board: board, sources: sources, hosts: hosts)
+            part: transfer.part, checkpointer: transfer.checkpointer, board: board, sources: sources, hosts: hosts,
+            knownValidators: transfer.state.sourceValidators)
         logger.debug("segmented", metadata: ["connections": "\(dealt)", "holes": "\(missing.count)"])
         // The first answer's body starts at 0: the segment that starts there is its.
         let opening = first.flatMap { answer in context.board.assign().map { (segment: $0, answer: answer) } }
@@ -107,6 +128,7 @@ extension DownloadRunner {
             }
             return first
         }
+        if sources.count > 1 { transfer.state.sourceValidators = context.sourceValidators }
         transfer.segmentsWritten = context.board.recorded
         transfer.fetched += context.board.fetched
         transfer.servedBy = context.board.sources.indices.filter { context.board.sources[$0].fetched > 0 }.map { sources[$0].displayURI }
@@ -261,8 +283,13 @@ extension DownloadRunner {
             if let validators, validators.contradicts(head.validators) {
                 throw source == 0 ? .rangesNotHonoured : .otherFile("its file changed (another ETag or Last-Modified)")
             }
-            if source > 0 { context.board.learn(head.validators, of: source) }
+            if source > 0, !head.validators.isEmpty, context.board.learn(head.validators, of: source) {
+                store.writer.update(id, .sourceValidators(context.sourceValidators))
+            }
             try await receiveUnlessTakenOver(answer.body, segment: segment, announcedEnd: range.last + 1, context)
+        case 200 where source > 0 && validators?.ifRange != nil:
+            // If-Range answered with the whole file: the mirror's file is not the one it served.
+            throw .otherFile("its file changed (another ETag or Last-Modified)")
         case 200, 416:
             throw source == 0 ? .rangesNotHonoured : .otherFile("it does not serve ranges (status \(head.status))")
         default:

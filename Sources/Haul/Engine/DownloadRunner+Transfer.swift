@@ -8,12 +8,16 @@ struct EngineState: Sendable, Hashable {
     var path: String
     var totalLength: Int64?
     var validators = Validators()
+    /// Each source's, by URI, for a download from several (``DownloadRow/sourceValidators``).
+    var sourceValidators: [String: Validators] = [:]
     var acceptsRanges = false
     /// Bytes flushed to disk before the store recorded them.
     var ranges = ByteRanges()
 
     var patch: RowPatch {
-        .engine(path: path, totalLength: totalLength, validators: validators, acceptsRanges: acceptsRanges, ranges: ranges)
+        .engine(
+            path: path, totalLength: totalLength, validators: validators, sourceValidators: sourceValidators,
+            acceptsRanges: acceptsRanges, ranges: ranges)
     }
 }
 
@@ -134,7 +138,10 @@ extension DownloadRunner {
                 let recorded = best.recorded
                 state = EngineState(
                     path: path, totalLength: best.totalLength, validators: best.validators,
-                    acceptsRanges: best.acceptsRanges, ranges: recorded)
+                    sourceValidators: best.sourceValidators, acceptsRanges: best.acceptsRanges, ranges: recorded)
+                // The first contact may have gone to another source than last time's (the first
+                // one failed): its own validators are the ones to compare.
+                if let own = best.sourceValidators[request.url] { state.validators = own }
                 // Bytes a killed process wrote in this boot are in the page cache: flushed now,
                 // the row below may record them with the rest.
                 if recorded != best.ranges {
@@ -155,6 +162,7 @@ extension DownloadRunner {
         if trusted.byteCount == 0 {
             state.totalLength = probe.totalLength
             state.validators = probe.validators
+            state.sourceValidators = [:]
             state.acceptsRanges = probe.acceptsRanges
         }
         let claimed = !state.ranges.isEmpty

@@ -311,6 +311,7 @@ public final class Downloader: Sendable {
         row.path = token.destination
         row.totalLength = token.totalLength
         row.validators = token.validators
+        row.sourceValidators = token.sourceValidators ?? [:]
         row.acceptsRanges = true
         row.ranges = token.ranges
         return try start(row, request: resumed)

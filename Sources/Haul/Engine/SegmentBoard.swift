@@ -213,9 +213,13 @@ final class SegmentBoard: Sendable {
     /// The validators `source` answered with first; later answers must not contradict them.
     func validators(of source: Int) -> Validators? { state.withLock { $0.sources[source].validators } }
 
-    func learn(_ validators: Validators, of source: Int) {
+    /// Keeps `validators` as `source`'s unless it has some. Returns whether it took them.
+    @discardableResult
+    func learn(_ validators: Validators, of source: Int) -> Bool {
         state.withLock { state in
-            if state.sources[source].validators == nil { state.sources[source].validators = validators }
+            guard state.sources[source].validators == nil else { return false }
+            state.sources[source].validators = validators
+            return true
         }
     }
 

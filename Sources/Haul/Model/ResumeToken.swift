@@ -28,7 +28,8 @@ import Foundation
 /// ```
 ///
 /// A download from several sources adds `"sources"` (each `{"uri": …, "priority": …,
-/// "location": …}`, the first one's URI being `url`), and one with piece digests adds `"pieces"`
+/// "location": …}`, the first one's URI being `url`) and `"sourceValidators"` (each source's
+/// validators by URI, as far as known), and one with piece digests adds `"pieces"`
 /// (`{"algorithm": "sha-256", "length": 1048576, "hashes": […]}`); readers that do not know
 /// them ignore them and continue from `url` alone.
 ///
@@ -64,6 +65,9 @@ public struct ResumeToken: Codable, Sendable, Hashable {
     /// Every source of a download from several (its mirrors), the first being ``url``; nil for
     /// a download from its one URL.
     public var sources: [DownloadRequest.Source]?
+    /// Each source's `ETag` and `Last-Modified` by URI, for a download from several: a mirror
+    /// whose file changed meanwhile is dropped, never mixed in. Nil for a download from one URL.
+    public var sourceValidators: [String: Validators]?
     /// The digests of the file's pieces, when the download had them.
     public var pieces: PieceChecksums?
 

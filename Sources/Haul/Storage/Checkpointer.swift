@@ -4,8 +4,9 @@ import NIOPosix
 ///
 /// - A killed process (`kill -9`, the OOM killer, a crash of Haul) loses nothing it wrote: the
 ///   bytes are in the page cache. Each ``request(_:)`` records the ranges written at once, with
-///   the boot that wrote them (``DownloadRow/unsynced``), and callers ask every
-///   ``noteInterval`` or ``noteBytes``: a rerun refetches little more than that.
+///   the boot that wrote them (``DownloadRow/unsynced``), in the store's next transaction
+///   without lingering for company, and callers ask every ``noteInterval`` or ``noteBytes``: a
+///   rerun refetches little more than that.
 /// - A crash of the system or a power cut loses what was not flushed. Every ``interval`` or
 ///   ``byteInterval``, data is `fdatasync`ed on a thread-pool thread, and only then does the
 ///   store record the ranges as flushed (``DownloadRow/ranges``), the only ones a rerun in
@@ -20,7 +21,7 @@ actor Checkpointer {
     static let interval: Duration = .seconds(1)
     static let byteInterval: Int64 = 8 << 20
     /// How often callers report what they wrote: after a killed process, a rerun refetches about
-    /// this much (plus the store writer's group-commit window).
+    /// this much (plus one ``StoreWriter/lingerStep`` and a transaction).
     static let noteInterval: Duration = .milliseconds(100)
     static let noteBytes: Int64 = 1 << 20
 
@@ -48,7 +49,7 @@ actor Checkpointer {
         if let failure { throw failure }
         // A part file without a name has no path a rerun could find it at: its bytes are
         // recorded once a flush has named it.
-        if let boot = BootID.current, part.isNamed { writer.update(id, .unsynced(ranges, boot: boot)) }
+        if let boot = BootID.current, part.isNamed { writer.update(id, .unsynced(ranges, boot: boot), promptly: true) }
         let now = ContinuousClock.now
         guard ranges.byteCount - lastFlush.bytes >= Self.byteInterval || now - lastFlush.instant >= Self.interval else { return }
         lastFlush = (now, ranges.byteCount)

@@ -39,6 +39,10 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     /// system may not have, so a record from another boot reads as empty. A row written whole
     /// (an insert that replaces) keeps them, as this boot's.
     var unsynced = ByteRanges()
+    /// Each source's validators by URI, for a download from several: every mirror serves its
+    /// own, and a rerun sends each mirror its own `If-Range`, so that a mirror whose file
+    /// changed meanwhile is dropped instead of mixed in. Empty for a download from one URL.
+    var sourceValidators: [String: Validators] = [:]
     /// The finished file's size and modification time, to tell Haul's own file from one
     /// someone put there later.
     var resultBytes: Int64?
@@ -156,6 +160,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         acceptsRanges = row["acceptsRanges"]
         ranges = row["ranges"] ?? ByteRanges()
         unsynced = Self.unsynced(stored: row["unsynced"])
+        sourceValidators = Self.sourceValidators(stored: row["sourceValidators"])
         resultBytes = row["resultBytes"]
         fileModified = row["fileModified"]
         errorKind = (row["errorKind"] as Int?).map(DownloadError.Kind.init(storedValue:))
@@ -181,12 +186,25 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         return ByteRanges(parsing: String(stored.dropFirst(boot.count + 1))) ?? ByteRanges()
     }
 
+    /// The `sourceValidators` column: empty, or the JSON of ``sourceValidators``.
+    static func storedSourceValidators(_ validators: [String: Validators]) -> String {
+        guard !validators.isEmpty, let json = try? encoder.encode(validators) else { return "" }
+        return String(decoding: json, as: UTF8.self)
+    }
+
+    /// The validators of a `sourceValidators` column's text (none when it is empty or unreadable:
+    /// each mirror then tells its own again).
+    static func sourceValidators(stored: String?) -> [String: Validators] {
+        guard let stored, !stored.isEmpty else { return [:] }
+        return (try? JSONDecoder().decode([String: Validators].self, from: Data(stored.utf8))) ?? [:]
+    }
+
     /// The columns a row is written with, in the order of ``storedValues()``.
     static let storedColumns = [
         "id", "queue", "url", "destinationKind", "destination", "request", "priority", "position",
         "dependencies", "status", "finishOrder", "path", "totalLength", "etag", "lastModified",
         "acceptsRanges", "ranges", "resultBytes", "fileModified", "errorKind", "lastError",
-        "createdAt", "updatedAt", "errorReason", "sources", "unsynced",
+        "createdAt", "updatedAt", "errorReason", "sources", "unsynced", "sourceValidators",
     ]
 
     /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
@@ -225,6 +243,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
             try Self.storedSources(of: request),
             // Read for this boot only, so written back as this boot's.
             BootID.current.flatMap { unsynced.isEmpty ? nil : Self.storedUnsynced(unsynced, boot: $0) },
+            Self.storedSourceValidators(sourceValidators),
         ]
     }
 
@@ -262,6 +281,7 @@ extension ResumeToken {
         ranges = row.ranges
         checksum = row.request.checksum
         sources = row.request.hasMirrors ? row.request.sources : nil
+        sourceValidators = row.sourceValidators.isEmpty ? nil : row.sourceValidators
         pieces = row.request.pieces
     }
 }

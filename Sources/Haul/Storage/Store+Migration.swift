@@ -72,10 +72,11 @@ extension Store {
                 t.column("lastError", .text)
                 t.column("createdAt", .double).notNull()
                 t.column("updatedAt", .double).notNull()
-                // Since v4, v6 and v7; here too because the rows below are written with every column.
+                // Since v4, v6, v7 and v9; here too because the rows below are written with every column.
                 t.column("errorReason", .text)
                 t.column("sources", .text).notNull().defaults(to: "")
                 t.column("unsynced", .text)
+                t.column("sourceValidators", .text).notNull().defaults(to: "")
             }
             try migrateToOneRow(db)
             try db.drop(table: "job")
@@ -134,6 +135,13 @@ extension Store {
                 t.column("createdAt", .double).notNull()
                 t.column("updatedAt", .double).notNull()
                 t.primaryKey(["file", "url"])
+            }
+        }
+        migrator.registerMigration("v9") { db in
+            // Each mirror's validators (DownloadRow.sourceValidators): empty for every row written
+            // before. A store migrated from v2 just now has the column already.
+            if try !db.columns(in: "download").contains(where: { $0.name == "sourceValidators" }) {
+                try db.alter(table: "download") { t in t.add(column: "sourceValidators", .text).notNull().defaults(to: "") }
             }
         }
         return migrator

@@ -60,8 +60,9 @@ final class Store: Sendable {
         writer = StoreWriter(database: database, path: path, committed: observer.storeCommitted)
     }
 
-    /// A store in memory, for tests of the manager's bookkeeping at scale.
-    init(inMemory: ()) throws(DownloadError) {
+    /// A store in memory, for tests of the manager's bookkeeping at scale (and of the writer,
+    /// with another `linger`).
+    init(inMemory: (), linger: Duration = StoreWriter.linger) throws(DownloadError) {
         path = ":memory:"
         do {
             let queue = try DatabaseQueue()
@@ -70,7 +71,7 @@ final class Store: Sendable {
         } catch {
             throw DownloadError.io("cannot make a store in memory: \(error)")
         }
-        writer = StoreWriter(database: database, path: path)
+        writer = StoreWriter(database: database, path: path, linger: linger)
     }
 
     // MARK: Reading

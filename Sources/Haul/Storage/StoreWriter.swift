@@ -12,7 +12,7 @@ struct RowPatch: Sendable {
     enum Column: Int, CaseIterable, Sendable {
         case status, errorKind, lastError, errorReason, finishOrder, path, resultBytes, fileModified, totalLength, etag,
             lastModified, acceptsRanges, ranges, priority, position, request, url, destinationKind, destination, sources,
-            unsynced
+            unsynced, sourceValidators
 
         /// The column's name in the `download` table.
         var name: String { Self.names[rawValue] }
@@ -97,8 +97,11 @@ struct RowPatch: Sendable {
     }
 
     /// What the engine knows about the file on the server and on disk.
-    static func engine(path: String?, totalLength: Int64?, validators: Validators, acceptsRanges: Bool, ranges: ByteRanges) -> RowPatch {
-        var patch = RowPatch()
+    static func engine(
+        path: String?, totalLength: Int64?, validators: Validators, sourceValidators: [String: Validators], acceptsRanges: Bool,
+        ranges: ByteRanges
+    ) -> RowPatch {
+        var patch = RowPatch.sourceValidators(sourceValidators)
         patch.set(.path, path)
         patch.set(.totalLength, totalLength)
         patch.set(.etag, validators.etag)
@@ -106,6 +109,13 @@ struct RowPatch: Sendable {
         patch.set(.acceptsRanges, acceptsRanges)
         patch.set(.ranges, ranges)
         patch.set(.unsynced, nil)
+        return patch
+    }
+
+    /// Each source's validators, by URI (``DownloadRow/sourceValidators``).
+    static func sourceValidators(_ validators: [String: Validators]) -> RowPatch {
+        var patch = RowPatch()
+        patch.set(.sourceValidators, DownloadRow.storedSourceValidators(validators))
         return patch
     }
 
@@ -176,6 +186,8 @@ final class StoreWriter: Sendable {
         var transactions = 0
         /// Rows whose insert is in the transaction being written.
         var insertsInFlight: Set<DownloadID> = []
+        /// A pending change asked to be written within one ``lingerStep``, not ``linger``.
+        var prompt = false
     }
 
     private let database: any DatabaseWriter
@@ -184,9 +196,16 @@ final class StoreWriter: Sendable {
     /// Told how long each transaction took (``EngineObserver/storeCommitted``).
     private let committed: @Sendable (Duration, Int) -> Void
 
-    init(database: any DatabaseWriter, path: String, committed: @escaping @Sendable (Duration, Int) -> Void = { _, _ in }) {
+    /// How long changes wait for company (``linger``, but for tests).
+    private let lingering: Duration
+
+    init(
+        database: any DatabaseWriter, path: String, linger: Duration = StoreWriter.linger,
+        committed: @escaping @Sendable (Duration, Int) -> Void = { _, _ in }
+    ) {
         self.database = database
         self.path = path
+        self.lingering = linger
         self.committed = committed
     }
 
@@ -218,8 +237,15 @@ final class StoreWriter: Sendable {
         }
     }
 
-    func update(_ id: DownloadID, _ patch: RowPatch) {
+    /// Changes row `id` in a coming group commit.
+    ///
+    /// - Parameter promptly: write it within one ``lingerStep`` instead of lingering a whole
+    ///   ``linger`` for company. A transfer's record of the bytes it wrote asks so: after a
+    ///   `kill -9`, whatever the linger held back is fetched again, and a server that sends in
+    ///   bursts (nginx's `limit_rate` sends 2 MiB at once) could make that a burst per connection.
+    func update(_ id: DownloadID, _ patch: RowPatch, promptly: Bool = false) {
         submit(id) { $0.patch.merge(patch) }
+        if promptly { state.withLock { $0.prompt = true } }
     }
 
     func delete(_ id: DownloadID) {
@@ -279,8 +305,8 @@ final class StoreWriter: Sendable {
             // waiting meanwhile (a pause, the end of a run) is served within one step, not at the
             // end of the window.
             var lingered: Duration = .zero
-            while lingered < Self.linger,
-                state.withLock({ !$0.pending.isEmpty && $0.nextWaiters.isEmpty && $0.pending.count < 1000 })
+            while lingered < lingering,
+                state.withLock({ !$0.pending.isEmpty && $0.nextWaiters.isEmpty && $0.pending.count < 1000 && !$0.prompt })
             {
                 do { try await Task.sleep(for: Self.lingerStep) } catch { break }
                 lingered += Self.lingerStep
@@ -295,6 +321,7 @@ final class StoreWriter: Sendable {
                 }
                 let batch = state.pending
                 state.pending = [:]
+                state.prompt = false
                 state.insertsInFlight = Set(batch.compactMap { $0.value.insert == nil ? nil : $0.key })
                 // Whoever asked while nothing was pending (between transactions) waits for nothing.
                 let stragglers = state.inflightWaiters
