@@ -9,6 +9,8 @@ extension NginxServer {
     /// | option | location | answers |
     /// | --- | --- | --- |
     /// | `limitRate` | `/limited/` | the file, at `limitRate` bytes per second per connection |
+    /// | (always) | `/noranges/` | the file, whole, whatever range is asked (`max_ranges 0`) |
+    /// | (always) | `/stalled/` | the file, its first 64 KiB at once and then a byte a second |
     /// | `basicAuth` | `/auth/` | `401` with `WWW-Authenticate: Basic realm="haul-test"` unless the request carries these credentials |
     /// | `cookie` | `/cookie/` | `403` unless the request carries the cookie `name=value` |
     /// | `cookie` | `/setcookie/F` | `302` to `/cookie/F` with `Set-Cookie: name=value; Path=/` |

@@ -210,6 +210,12 @@ extension NginxServer {
                 ]
             }
         }
+        // A mirror gone wrong in the two ways a fault server shows best, here from real nginx:
+        // one that refuses ranges, one that stalls after its first 64 KiB.
+        server += [
+            #"location /noranges/ { alias "\#(root)/"; max_ranges 0; }"#,
+            #"location /stalled/ { alias "\#(root)/"; limit_rate_after 64k; limit_rate 1; }"#,
+        ]
         let auth = #"auth_basic "haul-test"; auth_basic_user_file "\#(directory)/htpasswd";"#
         if options.basicAuth != nil {
             server.append(#"location /auth/ { alias "\#(root)/"; \#(auth) }"#)

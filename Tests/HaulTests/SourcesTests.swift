@@ -106,6 +106,44 @@ import Testing
         #expect(try DownloadRow.storedSources(of: DownloadRequest(url: "http://a.example/f", file: "/tmp/f")) == "")
     }
 
+    /// Real nginx as three mirrors of one file: one refuses ranges (dropped and named), one
+    /// stalls after 64 KiB (its segments go to the good one, which finishes the file; the fault
+    /// server's stall test shows the drop). The file is byte-identical.
+    @Test func nginxMirrorsThatRefuseRangesOrStallDoNotSpoilTheFile() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let content = testBytes(Self.size, seed: 25)
+        try dir.write("www/f.bin", content, creatingFolders: true)
+        var harness = try Harness()
+        // nginx's limit_rate sends a second's allowance at a time: a stall is longer than that.
+        harness.stallTimeout = .seconds(2)
+        defer { harness.remove() }
+        try await NginxServer.withServer(root: dir.file("www"), limitRate: 4 << 20) { nginx in
+            var request = DownloadRequest(
+                sources: ["/limited/f.bin", "/noranges/f.bin", "/stalled/f.bin"].map { .init(uri: nginx.url($0)) },
+                file: harness.directory.file("f.bin"))
+            request.connections = 6
+            request.minimumSplitSize = 256 << 10
+            request.retryWait = .milliseconds(10)
+            let downloader = try harness.downloader()
+            let task = try await downloader.download(request)
+            let dropped = Task {
+                var dropped: [String: String] = [:]
+                for await progress in task.progress {
+                    for source in progress.sources { if let why = source.dropped { dropped[source.uri] = why } }
+                }
+                return dropped
+            }
+            let result = try await task.result()
+            try await downloader.shutdown()
+            #expect(result.bytes == Int64(Self.size))
+            #expect(digest(harness.directory.contents("f.bin")) == digest(content))
+            let why = await dropped.value
+            #expect(why[nginx.url("/noranges/f.bin")]?.contains("does not serve ranges") == true, "\(why)")
+            #expect(why[nginx.url("/limited/f.bin")] == nil, "\(why)")
+        }
+    }
+
     @Test func eachSourcesValidatorsSurviveTheStore() async throws {
         let store = try Store(inMemory: ())
         var request = DownloadRequest(url: "http://a.example/f", file: "/tmp/f")
