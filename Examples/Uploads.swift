@@ -16,3 +16,16 @@ func uploadAFile() async throws {
         print(result.location, result.protocol, result.bytesSent, "bytes sent by this run")
     }
 }
+
+/// UploadingFiles.md: an upload paused in one process and continued from its token in another.
+func pauseAnUploadAndContinueItElsewhere(_ task: UploadTask, _ downloader: Downloader) async throws {
+    // One process:
+    if let token = await task.pause() {
+        try JSONEncoder().encode(token).write(to: URL(fileURLWithPath: "/tmp/video.upload.json"))
+    }
+    // Another, later:
+    let saved = try Data(contentsOf: URL(fileURLWithPath: "/tmp/video.upload.json"))
+    let token = try JSONDecoder().decode(UploadResumeToken.self, from: saved)
+    let task = try await downloader.upload(resuming: token)
+    _ = task
+}

@@ -28,8 +28,12 @@ extension Downloader {
         var request = request
         request.file = DownloadRequest.absolutePath(request.file)
         let runner = uploadRunner(request)
-        let url = request.url
-        return UploadTask { report throws(DownloadError) in
+        let (url, file, store) = (request.url, request.file, store)
+        let token = { @Sendable () async -> UploadResumeToken? in
+            guard let row = try? await store.upload(file: file, url: url) else { return nil }
+            return UploadResumeToken(row)
+        }
+        return UploadTask(token: token) { report throws(DownloadError) in
             do throws(DownloadError) {
                 return try await runner(report).run()
             } catch {
@@ -38,6 +42,50 @@ extension Downloader {
                 throw error.with(url: url)
             }
         }
+    }
+
+    /// Continues the resumable upload `token` describes (from ``UploadTask/pause()``, perhaps in
+    /// another process): the server is asked for its offset and only the rest is sent, unless
+    /// the file changed since the upload began (then a new one begins, and
+    /// ``UploadResult/restartReason`` says why) or the server no longer has it.
+    ///
+    /// ```swift
+    /// let token = try JSONDecoder().decode(UploadResumeToken.self, from: saved)
+    /// let task = try await downloader.upload(resuming: token) { $0.rateLimit = 1 << 20 }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - token: where the upload is and what the file was.
+    ///   - configure: changes the request made from the token (headers, credentials, a rate
+    ///     limit); its file and URL must stay the token's.
+    /// - Returns: the running task.
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` when the
+    ///   token is of an unknown version or not of a resumable upload, or the request is unusable;
+    ///   of kind ``DownloadError/Kind/io`` when the store cannot record it.
+    public func upload(
+        resuming token: UploadResumeToken, configure: (inout UploadRequest) -> Void = { _ in }
+    ) async throws(DownloadError) -> UploadTask {
+        guard UploadResumeToken.readableVersions.contains(token.version) else {
+            throw .invalidRequest(
+                "upload resume token version \(token.version) is not supported (this Haul reads \(UploadResumeToken.readableVersions))")
+        }
+        guard token.protocol == .tus || token.protocol == .ietf else {
+            throw .invalidRequest("an upload resume token is of a tus or IETF-draft upload, not \(token.protocol.rawValue)")
+        }
+        guard let location = HTTPURL(token.location), location.scheme == "http" || location.scheme == "https" else {
+            throw .invalidRequest("the upload resume token's location is not an http(s) URL: \(URLRedaction.redact(token.location))")
+        }
+        var request = UploadRequest(file: token.file, url: token.url)
+        request.protocol = token.protocol
+        configure(&request)
+        guard request.file == token.file, request.url == token.url else {
+            throw .invalidRequest("a request resumed from a token keeps the token's file and URL")
+        }
+        try request.validate()
+        var row = UploadRow(token)
+        row.file = DownloadRequest.absolutePath(token.file)
+        try await store.saveUpload(row)
+        return try await upload(request)
     }
 
     /// The engine for one upload, waiting for its progress callback.

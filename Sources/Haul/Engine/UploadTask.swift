@@ -11,13 +11,20 @@ import Synchronization
 /// ```
 ///
 /// Cancelling stops the transfer; a resumable upload stays on the server and in the store, so the
-/// same request later continues it.
+/// same request later continues it. ``pause()`` stops it too, and returns a token that continues
+/// it in another process (``Downloader/upload(resuming:configure:)``).
 public final class UploadTask: Sendable {
     /// Snapshots while the upload runs; the stream ends when it does. One reader.
     public let progress: AsyncStream<UploadProgress>
     private let work: Task<Result<UploadResult, DownloadError>, Never>
+    /// The token of the upload as the store records it now.
+    private let token: @Sendable () async -> UploadResumeToken?
 
-    init(runner: @escaping @Sendable (@escaping @Sendable (UploadProgress) -> Void) async throws(DownloadError) -> UploadResult) {
+    init(
+        token: @escaping @Sendable () async -> UploadResumeToken? = { nil },
+        runner: @escaping @Sendable (@escaping @Sendable (UploadProgress) -> Void) async throws(DownloadError) -> UploadResult
+    ) {
+        self.token = token
         // The newest snapshot matters, not every one: a slow reader never holds memory.
         let (stream, continuation) = AsyncStream.makeStream(of: UploadProgress.self, bufferingPolicy: .bufferingNewest(1))
         progress = stream
@@ -42,5 +49,22 @@ public final class UploadTask: Sendable {
     /// Stops the upload. A resumable upload (tus, the IETF draft) can be continued later with the same request.
     public func cancel() {
         work.cancel()
+    }
+
+    /// Stops the upload, waits until it has stopped, and returns what continues it.
+    ///
+    /// ```swift
+    /// if let token = await task.pause() {
+    ///     try JSONEncoder().encode(token).write(to: saved)
+    /// }
+    /// ```
+    ///
+    /// - Returns: a token for ``Downloader/upload(resuming:configure:)``; nil when there is
+    ///   nothing to continue: a plain `PUT` (it starts over), an upload the server had not made
+    ///   yet, or one that had completed (its ``result()`` says so).
+    public func pause() async -> UploadResumeToken? {
+        work.cancel()
+        _ = await work.value
+        return await token()
     }
 }
