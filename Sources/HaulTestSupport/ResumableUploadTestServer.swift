@@ -12,7 +12,8 @@ import Synchronization
 /// NIOResumableUpload (swift-nio-extras) in front of a small handler that writes each upload to
 /// ``folder`` under its URL's last path component, the way the package's own demo sets it up.
 ///
-/// NIOResumableUpload speaks interop versions 3, 5 and 6 of the draft. It keeps its uploads in
+/// NIOResumableUpload speaks interop versions 3, 5 and 6 of the draft; a server started with
+/// `interopVersions` takes only those (``start(interopVersions:)``). It keeps its uploads in
 /// memory: an upload survives its client (a cut connection, a `kill -9`), not the server.
 ///
 /// ```swift
@@ -23,6 +24,20 @@ import Synchronization
 /// }
 /// ```
 public final class ResumableUploadTestServer: Sendable {
+    /// One request as it arrived: its method and the draft's headers it carried.
+    public struct Request: Sendable, Hashable {
+        /// `POST`, `PATCH`, `HEAD`, `OPTIONS`, …
+        public var method: String
+        /// `Upload-Draft-Interop-Version`, nil when it had none.
+        public var interopVersion: String?
+        /// `Upload-Complete`, nil when it had none.
+        public var uploadComplete: String?
+        /// `Upload-Incomplete` (interop version 3), nil when it had none.
+        public var uploadIncomplete: String?
+        /// `Content-Type`, nil when it had none.
+        public var contentType: String?
+    }
+
     /// What the server has received so far.
     public struct Received: Sendable, Hashable {
         /// Request body bytes read from the sockets, every request and cut off ones included.
@@ -35,6 +50,8 @@ public final class ResumableUploadTestServer: Sendable {
         public var methods: [String: Int]
         /// Connections the server cut (``cutConnection(afterBytes:)``).
         public var cuts: Int
+        /// Every request, in the order they arrived.
+        public var requests: [Request]
     }
 
     /// The port it listens on, on 127.0.0.1.
@@ -50,7 +67,7 @@ public final class ResumableUploadTestServer: Sendable {
     /// The counts and the cut, shared by every connection's handlers.
     final class Shared: Sendable {
         struct State {
-            var received = Received(bytes: 0, creations: 0, completions: 0, methods: [:], cuts: 0)
+            var received = Received(bytes: 0, creations: 0, completions: 0, methods: [:], cuts: 0, requests: [])
             var cutAt: Int64?
         }
 
@@ -73,8 +90,12 @@ public final class ResumableUploadTestServer: Sendable {
 
     /// Binds a free port on 127.0.0.1 and starts serving.
     ///
+    /// - Parameter interopVersions: The only interop versions of the draft it takes, nil for
+    ///   NIOResumableUpload's own (3, 5 and 6). A request naming another is answered
+    ///   `400 Bad Request` naming the last of these in `Upload-Draft-Interop-Version`, as
+    ///   NIOResumableUpload answers a version it does not know.
     /// - Throws: The bind error if no port could be bound, or a file error for its temp folder.
-    public static func start() async throws -> ResumableUploadTestServer {
+    public static func start(interopVersions: [Int]? = nil) async throws -> ResumableUploadTestServer {
         let directory = try ServerSupport.makeDirectory("haul-resumable")
         let folder = directory.appendingPathComponent("uploads")
         // One thread of its own: shutting the group down closes every connection.
@@ -91,6 +112,7 @@ public final class ResumableUploadTestServer: Sendable {
                         let sync = channel.pipeline.syncOperations
                         try sync.configureHTTPServerPipeline()
                         try sync.addHandler(ConnectionCutter(shared: shared))
+                        if let interopVersions { try sync.addHandler(VersionGate(versions: interopVersions)) }
                         try sync.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try sync.addHandler(
                             HTTPResumableUploadHandler(context: context) { upload in
@@ -117,12 +139,14 @@ public final class ResumableUploadTestServer: Sendable {
         }
     }
 
-    /// Starts a server, runs `body` with it, and stops the server however `body` ends.
+    /// Starts a server (taking only `interopVersions`, when given), runs `body` with it, and
+    /// stops the server however `body` ends.
     public static func withServer<Result>(
+        interopVersions: [Int]? = nil,
         isolation: isolated (any Actor)? = #isolation,
         _ body: (ResumableUploadTestServer) async throws -> Result
     ) async throws -> Result {
-        let server = try await start()
+        let server = try await start(interopVersions: interopVersions)
         do {
             let result = try await body(server)
             await server.stop()
@@ -171,7 +195,14 @@ private final class ConnectionCutter: ChannelInboundHandler {
         var cut = false
         switch unwrapInboundIn(data) {
         case .head(let head):
-            shared.state.withLock { $0.received.methods[head.method.rawValue, default: 0] += 1 }
+            let request = ResumableUploadTestServer.Request(
+                method: head.method.rawValue, interopVersion: head.headers.first(name: "Upload-Draft-Interop-Version"),
+                uploadComplete: head.headers.first(name: "Upload-Complete"),
+                uploadIncomplete: head.headers.first(name: "Upload-Incomplete"), contentType: head.headers.first(name: "Content-Type"))
+            shared.state.withLock {
+                $0.received.methods[head.method.rawValue, default: 0] += 1
+                $0.received.requests.append(request)
+            }
         case .body(let body):
             cut = shared.state.withLock { state in
                 state.received.bytes += Int64(body.readableBytes)
@@ -185,6 +216,45 @@ private final class ConnectionCutter: ChannelInboundHandler {
         }
         context.fireChannelRead(data)
         if cut { context.close(promise: nil) }
+    }
+}
+
+/// Answers a request that names an interop version of the draft other than ``versions``
+/// `400 Bad Request` naming the last of them, once its body is read, and passes on the others.
+///
+/// It reads on by itself while it refuses: NIOResumableUpload, behind it, lets a read through
+/// only after a request it saw, and it sees none of these.
+private final class VersionGate: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let versions: [Int]
+    /// The request being refused: its body is dropped, its end answered.
+    private var refusing = false
+
+    init(versions: [Int]) { self.versions = versions }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            if let named = head.headers.first(name: "Upload-Draft-Interop-Version"), !versions.contains(where: { String($0) == named }) {
+                refusing = true
+                return context.read()
+            }
+        case .body:
+            if refusing { return context.read() }
+        case .end:
+            if refusing {
+                refusing = false
+                var headers = HTTPHeaders([("Content-Length", "0")])
+                if let latest = versions.last { headers.add(name: "Upload-Draft-Interop-Version", value: String(latest)) }
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                return context.read()
+            }
+        }
+        context.fireChannelRead(data)
     }
 }
 

@@ -10,8 +10,8 @@ struct PutCommand: AsyncParsableCommand {
         discussion: """
             To a tus server (tus.io) or one of the IETF draft "Resumable Uploads for HTTP", \
             rerunning the same command after Ctrl-C, a crash or kill -9 asks the server what it \
-            holds and sends only the rest; a file changed since starts a new upload, and haul says \
-            why. A plain PUT (WebDAV, presigned URLs) starts over, as \
+            holds and sends only the rest (an upload of the draft in the interop version it began \
+            with); a file changed since starts a new upload, and haul says why. A plain PUT (WebDAV, presigned URLs) starts over, as \
             curl -T does. The upload is complete only once the server holds every byte.
 
             Exit status: \(ExitStatus.summary)
@@ -32,6 +32,12 @@ struct PutCommand: AsyncParsableCommand {
             "auto (ask the server: tus or the IETF draft if it speaks one, else PUT), tus, ietf or put.",
             valueName: "auto|tus|ietf|put"))
     var uploadProtocol: UploadProtocol = .auto
+
+    @Option(
+        name: .customLong("ietf-version"),
+        help: ArgumentHelp(
+            "Interop version of the IETF draft to speak: 3, 5 or 6 (default: 6, or the one the server names).", valueName: "3|5|6"))
+    var ietfVersion: Int?
 
     @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
     var header: [String] = []
@@ -63,6 +69,9 @@ struct PutCommand: AsyncParsableCommand {
         }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if !(0...3600).contains(retryWait) { throw ValidationError("--retry-wait must be between 0 and 3600 seconds") }
+        if let ietfVersion, !UploadRequest.ietfInteropVersions.contains(ietfVersion) {
+            throw ValidationError("--ietf-version must be 3, 5 or 6, not \(ietfVersion)")
+        }
     }
 
     func run() async throws {
@@ -77,6 +86,7 @@ struct PutCommand: AsyncParsableCommand {
         }
         var request = UploadRequest(file: file, url: url)
         request.protocol = uploadProtocol
+        request.ietfInteropVersion = ietfVersion
         request.headers = try TransferOptions.headers(header)
         request.maxTries = maxTries
         request.retryWait = .milliseconds(Int64(retryWait * 1000))

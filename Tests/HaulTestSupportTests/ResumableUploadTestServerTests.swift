@@ -58,4 +58,17 @@ struct ResumableUploadTestServerTests {
             #expect(plain.writeOut.hasSuffix(" "), "no Upload-Limit without the draft's version: \(plain)")
         }
     }
+
+    @Test func aServerOfOneVersionRefusesTheOthersNamingItsOwn() async throws {
+        try await ResumableUploadTestServer.withServer(interopVersions: [5]) { server in
+            let refused = try curl(
+                ["-X", "OPTIONS", "-H", "Upload-Draft-Interop-Version: 6", server.url("x")],
+                writeOut: "%{http_code} %header{upload-draft-interop-version}")
+            let taken = try curl(
+                ["-X", "OPTIONS", "-H", "Upload-Draft-Interop-Version: 5", server.url("x")], writeOut: "%{http_code} %header{upload-limit}")
+            #expect(refused.writeOut == "400 5", "\(refused)")
+            #expect(taken.writeOut.hasPrefix("2") && taken.writeOut.contains("min-size=0"), "\(taken)")
+            #expect(server.received().requests.map(\.interopVersion) == ["6", "5"])
+        }
+    }
 }

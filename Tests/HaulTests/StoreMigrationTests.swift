@@ -148,4 +148,35 @@ import Testing
         try await store.flush()
         #expect(try await store.row(mirrored.id)?.request.sources.map(\.uri) == ["http://a/f", "http://b/f"])
     }
+
+    /// An upload a store of schema v9 recorded (before the draft's interop version was kept)
+    /// reads as one of version 6, the only one spoken then; a version recorded now reads back.
+    @Test func aVersion9UploadGoesOnInInteropVersion6() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.file("state"), withIntermediateDirectories: true)
+        let queue = try DatabaseQueue(path: dir.file("state/state.sqlite"))
+        try Store.migrator.migrate(queue, upTo: "v9")
+        let url = "http://127.0.0.1:9/files/old.bin"
+        try await queue.write { db in
+            // The row exactly as v9 wrote it: no ietfInteropVersion column.
+            try db.execute(
+                sql: """
+                    INSERT INTO upload (file, url, protocol, location, length, modified, sample, createdAt, updatedAt)
+                    VALUES ('/tmp/old.bin', ?, 'ietf', 'http://127.0.0.1:9/resumable_upload/1', 10, 0, 'sample', 0, 0)
+                    """,
+                arguments: [url])
+        }
+        try queue.close()
+
+        let store = try Store(directory: dir.file("state"))
+        let old = try #require(try await store.upload(file: "/tmp/old.bin", url: url))
+        #expect(old.ietfInteropVersion == nil)
+        #expect(old.ietfVersion == 6)
+        var row = old
+        row.file = "/tmp/new.bin"
+        row.ietfInteropVersion = 3
+        try await store.saveUpload(row)
+        #expect(try await store.upload(file: "/tmp/new.bin", url: url)?.ietfVersion == 3)
+    }
 }

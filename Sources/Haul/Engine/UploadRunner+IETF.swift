@@ -2,11 +2,20 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// The IETF draft "Resumable Uploads for HTTP" (httpbis), as its interop version 6 has it:
-/// the upload made by a request to the target that says `Upload-Complete: ?0`, its URL in the
-/// answer's `Location`, the bytes appended by `PATCH` (`application/partial-upload`) from the
-/// offset the server holds, the last one saying `Upload-Complete: ?1`, and `HEAD` for that
-/// offset after an interruption.
+/// The IETF draft "Resumable Uploads for HTTP" (httpbis), in its interop versions 3, 5 and 6:
+/// the upload made by a request to the target that says it is incomplete, its URL in the
+/// answer's `Location`, the bytes appended by `PATCH` from the offset the server holds, the
+/// last one saying it completes the upload, and `HEAD` for that offset after an interruption.
+///
+/// The versions differ in how a request says whether it completes the upload: version 3 by
+/// `Upload-Incomplete: ?1` or `?0` (the inverse), 5 and 6 by `Upload-Complete: ?0` or `?1`; and
+/// version 6 types each `PATCH` `application/partial-upload`. Every request names its version
+/// (`Upload-Draft-Interop-Version`). An answer is read in either form, whatever the version:
+/// NIOResumableUpload answers a completing request in the other version's form.
+///
+/// The version is the request's (``UploadRequest/ietfInteropVersion``), else 6, the latest;
+/// a server that answers 6 with `400 Bad Request` naming 3 or 5 is asked again in that one.
+/// An upload's row keeps the version it began with, which a rerun speaks.
 ///
 /// The upload is created without bytes, then filled: its URL is in the store before the first
 /// byte goes, as a tus upload's is. Sending the first bytes with the creation would save a round
@@ -15,30 +24,80 @@ import NIOHTTP1
 /// `kill -9` in the middle of that request would leave an upload no rerun can find.
 ///
 /// Checked against Apple's NIOResumableUpload (swift-nio-extras), which speaks interop
-/// versions 3, 5 and 6; 6 is the one spoken here, the first with `application/partial-upload`.
+/// versions 3, 5 and 6.
 extension UploadRunner {
-    static let ietfInteropVersion = "6"
+    /// The interop version sent when the request names none: the latest, which
+    /// NIOResumableUpload names in its `400 Bad Request` to a version it does not know.
+    static let ietfInteropVersion = 6
+
+    /// The draft's headers of a request in `version`: the version, and when `complete` is
+    /// given, whether the request completes the upload, in that version's form.
+    static func ietfHeaders(_ version: Int, complete: Bool? = nil) -> [String: String] {
+        var headers = ["Upload-Draft-Interop-Version": String(version)]
+        if let complete {
+            if version >= 5 {
+                headers["Upload-Complete"] = complete ? "?1" : "?0"
+            } else {
+                headers["Upload-Incomplete"] = complete ? "?0" : "?1"
+            }
+        }
+        return headers
+    }
+
+    /// Whether an answer says the upload is complete, by `Upload-Complete` or
+    /// `Upload-Incomplete`, whichever it carries; nil when it says neither.
+    static func ietfComplete(_ headers: HTTPHeaders) -> Bool? {
+        switch headers.first(name: "Upload-Complete") {
+        case "?1": return true
+        case "?0": return false
+        default: break
+        }
+        switch headers.first(name: "Upload-Incomplete") {
+        case "?1": return false
+        case "?0": return true
+        default: return nil
+        }
+    }
+
+    /// The interop version an answer names, when it is one spoken here.
+    static func ietfNamedVersion(_ headers: HTTPHeaders) -> Int? {
+        headers.first(name: "Upload-Draft-Interop-Version").flatMap { Int($0) }.flatMap {
+            UploadRequest.ietfInteropVersions.contains($0) ? $0 : nil
+        }
+    }
 
     /// The most one `PATCH` carries, as for tus (``tusChunkSize``): a server that keeps
     /// nothing of a cut request loses at most this much to a `kill -9`. NIOResumableUpload keeps
     /// every byte it read.
     static let ietfChunkSize: Int64 = 8 << 20
 
-    /// Makes a new upload of `file` at the request's URL (`POST` with `Upload-Complete: ?0` and
-    /// its length) and returns its URL; an empty file is sent whole by the creation, and nil
-    /// returned.
-    func ietfCreate(_ file: UploadFile) async throws(DownloadError) -> String? {
+    /// Makes a new upload of `file` at the request's URL (`POST` saying it is incomplete, with
+    /// its length) in interop `version`, and returns its URL and the version the server took;
+    /// an empty file is sent whole by the creation, and no URL returned.
+    ///
+    /// A server that answers `400 Bad Request` naming another version spoken here is asked once
+    /// more, in that version, unless the request named its own.
+    func ietfCreate(_ file: UploadFile, version: Int) async throws(DownloadError) -> (location: String?, version: Int) {
         let complete = file.length == 0
-        let answer = try await transport.send(
-            .POST, url: request.url,
-            headers: headers([
-                "Upload-Draft-Interop-Version": Self.ietfInteropVersion, "Upload-Complete": complete ? "?1" : "?0",
-                "Upload-Length": String(file.length), "Content-Length": "0",
-            ]),
-            stallTimeout: stallTimeout)
+        var version = version
+        var answer = try await ietfCreation(length: file.length, version: version)
+        if answer.head.status == 400, request.ietfInteropVersion == nil, let named = Self.ietfNamedVersion(answer.headers),
+            named != version
+        {
+            await HTTPTransport.discard(answer.body)
+            version = named
+            answer = try await ietfCreation(length: file.length, version: version)
+        }
         await HTTPTransport.discard(answer.body)
+        if answer.head.status == 400, let named = answer.headers.first(name: "Upload-Draft-Interop-Version"), named != String(version) {
+            let message =
+                Self.ietfNamedVersion(answer.headers) == nil
+                ? "the server speaks interop version \(named) of the IETF draft, which haul does not (it speaks 3, 5 and 6)"
+                : "the server does not speak interop version \(version) of the IETF draft but \(named): use --ietf-version \(named), or leave it out"
+            throw DownloadError(kind: .protocolViolation, message: message, url: request.displayURL)
+        }
         guard (200..<300).contains(answer.head.status) else { throw failure(answer) }
-        if complete { return nil }
+        if complete { return (nil, version) }
         guard let location = answer.headers.first(name: "Location"),
             let resolved = URL(string: location, relativeTo: URL(string: answer.url))?.absoluteString,
             let scheme = HTTPURL(resolved)?.scheme, scheme == "http" || scheme == "https"
@@ -48,14 +107,23 @@ extension UploadRunner {
                 message: "the server sent no upload URL (Location) for a resumable upload: it may not speak the IETF draft (try --protocol put)",
                 url: request.displayURL)
         }
-        return resolved
+        return (resolved, version)
     }
 
-    /// The offset the server holds of the upload at `location` (`HEAD`), or why it cannot be
-    /// continued.
-    func ietfOffset(_ location: String, length: Int64) async throws(DownloadError) -> ResumableUploadState {
+    /// One creation request in interop `version` for a file of `length` bytes, whole when it
+    /// is empty; its body is left to the caller.
+    private func ietfCreation(length: Int64, version: Int) async throws(DownloadError) -> HTTPAnswer {
+        var extra = Self.ietfHeaders(version, complete: length == 0)
+        extra["Upload-Length"] = String(length)
+        extra["Content-Length"] = "0"
+        return try await transport.send(.POST, url: request.url, headers: headers(extra), stallTimeout: stallTimeout)
+    }
+
+    /// The offset the server holds of the upload at `location` (`HEAD` in interop `version`),
+    /// or why it cannot be continued.
+    func ietfOffset(_ location: String, length: Int64, version: Int) async throws(DownloadError) -> ResumableUploadState {
         let answer = try await transport.send(
-            .HEAD, url: location, headers: headers(["Upload-Draft-Interop-Version": Self.ietfInteropVersion]), stallTimeout: stallTimeout)
+            .HEAD, url: location, headers: headers(Self.ietfHeaders(version)), stallTimeout: stallTimeout)
         await HTTPTransport.discard(answer.body)
         let status = answer.head.status
         if [403, 404, 410].contains(status) {
@@ -71,7 +139,7 @@ extension UploadRunner {
         if offset > length {
             return .gone("the server holds \(offset) bytes of the upload, more than the file's \(length): starting a new upload")
         }
-        if answer.headers.first(name: "Upload-Complete") == "?1" {
+        if Self.ietfComplete(answer.headers) == true {
             guard offset == length else {
                 return .gone("the server finished the upload at \(offset) of \(length) bytes: starting a new upload")
             }
@@ -82,17 +150,19 @@ extension UploadRunner {
 
     /// Sends `file` from `offset` by `PATCH`es of at most ``ietfChunkSize`` until the server
     /// has taken all of it, the last `PATCH` saying so; after a failure (a `409 Conflict`
-    /// included), the server's offset is asked again and sending goes on from there. Returns
-    /// the bytes sent (and accepted) by this run.
+    /// included), the server's offset is asked again and sending goes on from there. Every
+    /// request is in the interop version the upload began with (``UploadRow/ietfVersion``).
+    /// Returns the bytes sent (and accepted) by this run.
     func ietfSend(
         _ file: UploadFile, row: UploadRow, from offset: Int64, meter: UploadMeter, retries: inout RetryPolicy
     ) async throws(DownloadError) -> Int64 {
         guard let location = row.location else { throw .invalidRequest("no resumable upload to continue") }
+        let version = row.ietfVersion
         var offset = offset
         var sent: Int64 = 0
         var resync = false
         var progressed = false
-        // The last PATCH carries `Upload-Complete: ?1`, even an empty one (a rerun after a
+        // The last PATCH says it completes the upload, even an empty one (a rerun after a
         // kill that came after the last byte but before the server's answer): only the server's
         // answer to it says the upload is whole.
         var completed = false
@@ -101,7 +171,7 @@ extension UploadRunner {
         while !completed {
             do throws(DownloadError) {
                 if resync {
-                    switch try await ietfOffset(location, length: file.length) {
+                    switch try await ietfOffset(location, length: file.length, version: version) {
                     case .offset(let now):
                         // What a cut PATCH brought before the cut counts as sent: the server kept it.
                         if now > offset { sent += now - offset }
@@ -119,12 +189,12 @@ extension UploadRunner {
                 }
                 let count = min(Self.ietfChunkSize, file.length - offset)
                 let last = offset + count == file.length
+                var extra = Self.ietfHeaders(version, complete: last)
+                extra["Upload-Offset"] = String(offset)
+                // Version 6 made the type of an appending request's body its own.
+                if version >= 6 { extra["Content-Type"] = "application/partial-upload" }
                 let answer = try await transport.send(
-                    .PATCH, url: location,
-                    headers: headers([
-                        "Upload-Draft-Interop-Version": Self.ietfInteropVersion, "Upload-Offset": String(offset),
-                        "Upload-Complete": last ? "?1" : "?0", "Content-Type": "application/partial-upload",
-                    ]),
+                    .PATCH, url: location, headers: headers(extra),
                     body: body(file, from: offset, count: count, meter: meter), stallTimeout: stallTimeout)
                 await HTTPTransport.discard(answer.body)
                 if answer.head.status == 409 {
@@ -133,8 +203,9 @@ extension UploadRunner {
                 guard (200..<300).contains(answer.head.status) else { throw failure(answer).with(url: location) }
                 let now = answer.headers.first(name: "Upload-Offset").flatMap { Int64($0) }
                 if last {
-                    // The final answer is the target's own (NIOResumableUpload adds the offset);
-                    // an offset it gives must be the whole file.
+                    // The final answer is the target's own (NIOResumableUpload adds the offset,
+                    // and says it complete in the other version's form): judged by its status,
+                    // and an offset it gives must be the whole file.
                     if let now, now != file.length {
                         throw DownloadError.badResponse("the server confirmed \(now) of \(file.length) bytes at the end of the upload")
                             .with(url: location)

@@ -14,7 +14,7 @@ struct TusCapabilities: Sendable, Hashable {
 enum ResumableUploadState: Sendable, Equatable {
     /// The server holds this many bytes of it.
     case offset(Int64)
-    /// The server has it whole (the IETF draft's `Upload-Complete: ?1` to `HEAD`): nothing is
+    /// The server has it whole (the IETF draft's answer to `HEAD` says it complete): nothing is
     /// left to send.
     case complete
     /// It cannot be continued, for this reason (one line).

@@ -46,7 +46,7 @@ struct UploadRunner: Sendable {
             } else {
                 let ietf = row.protocol == .ietf
                 let known = try await retrying(&retries, meter) { () throws(DownloadError) -> ResumableUploadState in
-                    if ietf { return try await ietfOffset(location, length: file.length) }
+                    if ietf { return try await ietfOffset(location, length: file.length, version: row.ietfVersion) }
                     return try await tusOffset(location, length: file.length)
                 }
                 switch known {
@@ -72,6 +72,9 @@ struct UploadRunner: Sendable {
         if let restartReason { meter.restarting(restartReason) }
         let chosen: UploadProtocol
         var server: TusCapabilities?
+        // The IETF draft's interop version: the request's, else the one the server names to
+        // OPTIONS, else the latest (which the creation may change).
+        var ietfVersion = request.ietfInteropVersion ?? Self.ietfInteropVersion
         switch request.protocol {
         case .put:
             chosen = .put
@@ -85,8 +88,9 @@ struct UploadRunner: Sendable {
             case .tus(let capabilities):
                 server = capabilities
                 chosen = .tus
-            case .ietf:
+            case .ietf(let named):
                 chosen = .ietf
+                if request.ietfInteropVersion == nil, let named { ietfVersion = named }
             case .plain:
                 chosen = .put
             }
@@ -99,11 +103,12 @@ struct UploadRunner: Sendable {
                 restartReason: restartReason)
         }
         let ietf = chosen == .ietf
-        let created = try await retrying(&retries, meter) { () throws(DownloadError) -> String? in
-            if ietf { return try await ietfCreate(file) }
-            return try await tusCreate(file, server: server ?? TusCapabilities())
+        let asked = ietfVersion
+        let created = try await retrying(&retries, meter) { () throws(DownloadError) -> (location: String?, version: Int) in
+            if ietf { return try await ietfCreate(file, version: asked) }
+            return (try await tusCreate(file, server: server ?? TusCapabilities()), asked)
         }
-        guard let location = created else {
+        guard let location = created.location else {
             // An empty file, sent whole by the IETF draft's creation.
             try await store.deleteUpload(file: request.file, url: request.url)
             meter.sent(0)
@@ -112,8 +117,8 @@ struct UploadRunner: Sendable {
         }
         let now = Date()
         let row = UploadRow(
-            file: request.file, url: request.url, protocol: chosen, location: location, identity: try await identity(),
-            createdAt: now, updatedAt: now)
+            file: request.file, url: request.url, protocol: chosen, location: location, ietfInteropVersion: ietf ? created.version : nil,
+            identity: try await identity(), createdAt: now, updatedAt: now)
         // On disk before the first byte goes: a rerun after a kill finds this upload.
         try await store.saveUpload(row)
         let sent = try await send(file, row: row, from: 0, meter: meter, retries: &retries)
@@ -135,8 +140,10 @@ struct UploadRunner: Sendable {
     /// What a server's answer to `OPTIONS` says it speaks.
     enum ServerKind: Sendable, Equatable {
         case tus(TusCapabilities)
-        /// The IETF draft: its `Upload-Limit` (or `Upload-Draft-Interop-Version`) in the answer.
-        case ietf
+        /// The IETF draft: its `Upload-Limit` (or `Upload-Draft-Interop-Version`) in the answer,
+        /// with the interop version the answer names when it is one spoken here (nil: the
+        /// creation finds one).
+        case ietf(Int?)
         /// Neither: a plain `PUT`.
         case plain
     }
@@ -146,19 +153,24 @@ struct UploadRunner: Sendable {
     ///
     /// A server of the draft answers `OPTIONS` with `Upload-Limit` (NIOResumableUpload does,
     /// whatever its application answers), but only when the request names the draft's interop
-    /// version. The draft's other sign, the interim `104 Upload Resumption Supported` to an upload, would come only
-    /// once the bytes are on their way, too late to choose, and NIO's decoder drops interim
-    /// answers: a server that says nothing to `OPTIONS` gets a plain `PUT`.
+    /// version: the request's, else 6. The version its answer names, when spoken here, is the
+    /// one the upload speaks; a server that does not speak the one asked answers
+    /// `400 Bad Request` naming its own. The draft's other sign, the interim
+    /// `104 Upload Resumption Supported` to an upload, would come only once the bytes are on
+    /// their way, too late to choose, and NIO's decoder drops interim answers: a server that
+    /// says nothing to `OPTIONS` gets a plain `PUT`.
     func askServer() async throws(DownloadError) -> ServerKind {
-        let answer = try await transport.send(
-            .OPTIONS, url: request.url,
-            headers: headers(["Tus-Resumable": Self.tusVersion, "Upload-Draft-Interop-Version": Self.ietfInteropVersion]),
-            stallTimeout: stallTimeout)
+        let asked = request.ietfInteropVersion ?? Self.ietfInteropVersion
+        var extra = Self.ietfHeaders(asked)
+        extra["Tus-Resumable"] = Self.tusVersion
+        let answer = try await transport.send(.OPTIONS, url: request.url, headers: headers(extra), stallTimeout: stallTimeout)
         await HTTPTransport.discard(answer.body)
         if answer.head.status >= 500 { throw failure(answer) }
+        let named = Self.ietfNamedVersion(answer.headers)
+        if answer.head.status == 400, let named, named != asked { return .ietf(named) }
         guard (200..<300).contains(answer.head.status) else { return .plain }
         if let tus = Self.tusCapabilities(answer.headers) { return .tus(tus) }
-        if answer.headers.contains(name: "Upload-Limit") || answer.headers.contains(name: "Upload-Draft-Interop-Version") { return .ietf }
+        if answer.headers.contains(name: "Upload-Limit") || answer.headers.contains(name: "Upload-Draft-Interop-Version") { return .ietf(named) }
         return .plain
     }
 

@@ -18,6 +18,12 @@ public struct UploadRequest: Sendable, Hashable, Codable {
     public var url: String
     /// Which protocol carries the bytes; ``UploadProtocol/auto`` asks the server.
     public var `protocol`: UploadProtocol = .auto
+    /// The interop version of the IETF draft to speak (3, 5 or 6, see
+    /// ``ietfInteropVersions``); nil lets Haul choose: 6, or the one the server names when it
+    /// answers 6 with `400 Bad Request`. A version given here is kept to: a server that does not
+    /// speak it fails the upload. An upload an earlier run began goes on in the version it began
+    /// with. Only the IETF draft reads it.
+    public var ietfInteropVersion: Int?
     /// Extra request headers, sent on every request of the upload.
     public var headers: [DownloadRequest.Header] = []
     /// This upload's own rate limit, in bytes per second (a ``Downloader``'s shared limit
@@ -30,6 +36,11 @@ public struct UploadRequest: Sendable, Hashable, Codable {
     /// Proxies, TLS trust, credentials, cookies and identity, as for downloads.
     public var network = NetworkOptions()
 
+    /// The interop versions of the IETF draft Haul speaks, as Apple's NIOResumableUpload serves
+    /// them: 3 (completeness said by `Upload-Incomplete`), 5 (by `Upload-Complete`) and 6 (as
+    /// 5, each `PATCH` typed `application/partial-upload`).
+    public static let ietfInteropVersions = [3, 5, 6]
+
     /// A request to send `file` to `url`, the protocol chosen by asking the server.
     public init(file: String, url: String) {
         self.file = file
@@ -37,7 +48,8 @@ public struct UploadRequest: Sendable, Hashable, Codable {
     }
 
     /// Checks what can be checked before reading the file or connecting: an `http(s)` URL with
-    /// a host, one-line headers, sane numbers, the network options.
+    /// a host, one-line headers, sane numbers, an interop version Haul speaks, the network
+    /// options.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
     public func validate() throws(DownloadError) {
@@ -49,6 +61,9 @@ public struct UploadRequest: Sendable, Hashable, Codable {
         guard maxTries >= 1 else { throw .invalidRequest("tries must be at least 1, not \(maxTries)") }
         guard retryWait >= .zero else { throw .invalidRequest("the retry wait must not be negative") }
         if let rateLimit, rateLimit < 0 { throw .invalidRequest("the rate limit must not be negative") }
+        if let version = ietfInteropVersion, !Self.ietfInteropVersions.contains(version) {
+            throw .invalidRequest("the IETF draft's interop version must be 3, 5 or 6, not \(version)")
+        }
         try network.validate()
     }
 
@@ -65,10 +80,10 @@ public enum UploadProtocol: String, Sendable, Hashable, Codable, CaseIterable {
     /// Ask the server: tus if it speaks it, else the IETF draft if it speaks that, else a
     /// plain `PUT`.
     case auto
-    /// The IETF draft "Resumable Uploads for HTTP" (interop version 6, as Apple's
-    /// NIOResumableUpload speaks it): the upload created by a `POST` to the URL, its bytes
-    /// appended by `PATCH` from the offset the server holds (`HEAD`), resumable after any
-    /// interruption.
+    /// The IETF draft "Resumable Uploads for HTTP" (interop versions 3, 5 and 6, as Apple's
+    /// NIOResumableUpload speaks them; ``UploadRequest/ietfInteropVersion``): the upload created
+    /// by a `POST` to the URL, its bytes appended by `PATCH` from the offset the server holds
+    /// (`HEAD`), resumable after any interruption.
     case ietf
     /// tus 1.0.0 with its creation extension: resumable after any interruption.
     case tus

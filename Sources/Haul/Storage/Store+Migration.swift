@@ -144,6 +144,13 @@ extension Store {
                 try db.alter(table: "download") { t in t.add(column: "sourceValidators", .text).notNull().defaults(to: "") }
             }
         }
+        migrator.registerMigration("v10") { db in
+            // The interop version of the IETF draft an upload began with (UploadRow): NULL for
+            // every row written before, which spoke 6.
+            if try !db.columns(in: "upload").contains(where: { $0.name == "ietfInteropVersion" }) {
+                try db.alter(table: "upload") { t in t.add(column: "ietfInteropVersion", .integer) }
+            }
+        }
         return migrator
     }
 

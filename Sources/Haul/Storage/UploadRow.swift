@@ -12,10 +12,17 @@ struct UploadRow: Sendable, Hashable {
     var `protocol`: UploadProtocol
     /// The resumable upload's URL (the creation's `Location`), nil until the server made one.
     var location: String?
+    /// The interop version of the IETF draft the upload began with, which a rerun speaks too;
+    /// nil for tus, and for an upload a store before v10 recorded (``ietfVersion``).
+    var ietfInteropVersion: Int?
     /// The file as it was when the upload began.
     var identity: UploadFile.Identity
     var createdAt: Date
     var updatedAt: Date
+
+    /// The interop version a rerun continues the IETF draft's upload in: the one it began with,
+    /// 6 for an upload recorded before the version was (6 was the only one spoken then).
+    var ietfVersion: Int { ietfInteropVersion ?? 6 }
 }
 
 extension UploadRow: FetchableRecord, PersistableRecord {
@@ -26,6 +33,7 @@ extension UploadRow: FetchableRecord, PersistableRecord {
         url = row["url"]
         `protocol` = UploadProtocol(rawValue: row["protocol"] as String) ?? .put
         location = row["location"]
+        ietfInteropVersion = row["ietfInteropVersion"]
         identity = UploadFile.Identity(length: row["length"], modified: row["modified"], sample: row["sample"])
         createdAt = Date(timeIntervalSince1970: row["createdAt"])
         updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
@@ -36,6 +44,7 @@ extension UploadRow: FetchableRecord, PersistableRecord {
         container["url"] = url
         container["protocol"] = `protocol`.rawValue
         container["location"] = location
+        container["ietfInteropVersion"] = ietfInteropVersion
         container["length"] = identity.length
         container["modified"] = identity.modified
         container["sample"] = identity.sample
