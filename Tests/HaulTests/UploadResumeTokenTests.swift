@@ -9,13 +9,15 @@ import Testing
 struct UploadResumeTokenTests {
     /// Uploads `file` to `url` until `pauseAt` bytes are on their way, then pauses.
     func pausedUpload(
-        _ file: String, to url: String, state: String, pauseAt: Int64, protocol kind: UploadProtocol = .ietf
+        _ file: String, to url: String, state: String, pauseAt: Int64, protocol kind: UploadProtocol = .ietf,
+        ietfInteropVersion: Int? = nil
     ) async throws -> (token: UploadResumeToken?, result: Result<UploadResult, DownloadError>) {
         var configuration = Downloader.Configuration(stateDirectory: state)
         configuration.stallTimeout = .seconds(10)
         return try await Downloader.withDownloader(configuration) { downloader in
             var request = UploadRequest(file: file, url: url)
             request.protocol = kind
+            request.ietfInteropVersion = ietfInteropVersion
             request.rateLimit = 16 << 20
             let task = try await downloader.upload(request)
             for await progress in task.progress where progress.bytesSent >= pauseAt { break }
@@ -57,6 +59,29 @@ struct UploadResumeTokenTests {
         #expect(after.creations == 1, "the same upload continued")
         #expect(before.bytes >= 7 << 20)
         #expect(done.bytesSent <= Int64(size) - before.bytes + (1 << 20), "only the rest was sent: \(done.bytesSent)")
+        #expect(digest(stored) == digest(content))
+    }
+
+    /// The token keeps the interop version the upload began in; the other process speaks it
+    /// to a server that takes no other.
+    @Test func aTokenKeepsItsUploadsInteropVersion() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let server = try await ResumableUploadTestServer.start(interopVersions: [5])
+        let content = testBytes(12 << 20, seed: 75)
+        try dir.write("i.bin", content)
+        let (token, _) = try await pausedUpload(
+            dir.file("i.bin"), to: server.url("i.bin"), state: dir.file("state-a"), pauseAt: 4 << 20, ietfInteropVersion: 5)
+        let paused = try #require(token)
+        #expect(paused.ietfInteropVersion == 5)
+        let done = try await Downloader.withDownloader(.init(stateDirectory: dir.file("state-b"))) { downloader in
+            try await downloader.upload(resuming: paused).result()
+        }
+        let stored = try? [UInt8](Data(contentsOf: server.folder.appendingPathComponent("i.bin")))
+        let received = server.received()
+        await server.stop()
+        #expect(received.creations == 1, "the same upload continued")
+        #expect(done.bytesSent < 12 << 20)
         #expect(digest(stored) == digest(content))
     }
 

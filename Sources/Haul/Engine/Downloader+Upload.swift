@@ -75,6 +75,9 @@ extension Downloader {
         guard let location = HTTPURL(token.location), location.scheme == "http" || location.scheme == "https" else {
             throw .invalidRequest("the upload resume token's location is not an http(s) URL: \(URLRedaction.redact(token.location))")
         }
+        if let version = token.ietfInteropVersion, !UploadRequest.ietfInteropVersions.contains(version) {
+            throw .invalidRequest("the upload resume token's interop version must be 3, 5 or 6, not \(version)")
+        }
         var request = UploadRequest(file: token.file, url: token.url)
         request.protocol = token.protocol
         configure(&request)

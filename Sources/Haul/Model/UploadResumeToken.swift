@@ -28,6 +28,12 @@
 /// }
 /// ```
 ///
+/// An IETF-draft upload adds `"ietfInteropVersion"` (3, 5 or 6):
+///
+/// ```json
+/// {"version": 1, "protocol": "ietf", "ietfInteropVersion": 5, …}
+/// ```
+///
 /// `sample` is the hex SHA-256 of a bounded sample of the file's bytes (at most 64 blocks of
 /// 64 KiB, spread over it): with `length` and `modified` it tells the file as it was from one
 /// changed since. The token holds no offset: the server's is the one that counts.
@@ -54,4 +60,7 @@ public struct UploadResumeToken: Codable, Sendable, Hashable {
     public var modified: Double
     /// The hex SHA-256 of a sample of the file's bytes then.
     public var sample: String
+    /// The IETF draft's interop version the upload began in (3, 5 or 6; nil for tus): the
+    /// server made the upload in it, so it is continued in it.
+    public var ietfInteropVersion: Int?
 }

@@ -7,7 +7,8 @@ extension UploadResumeToken {
         guard let location = row.location, row.protocol == .tus || row.protocol == .ietf else { return nil }
         self.init(
             file: row.file, url: row.url, protocol: row.protocol, location: location, length: row.identity.length,
-            modified: row.identity.modified, sample: row.identity.sample)
+            modified: row.identity.modified, sample: row.identity.sample,
+            ietfInteropVersion: row.protocol == .ietf ? row.ietfVersion : nil)
     }
 }
 
@@ -16,6 +17,7 @@ extension UploadRow {
     init(_ token: UploadResumeToken, now: Date = Date()) {
         self.init(
             file: token.file, url: token.url, protocol: token.protocol, location: token.location,
+            ietfInteropVersion: token.protocol == .ietf ? token.ietfInteropVersion : nil,
             identity: UploadFile.Identity(length: token.length, modified: token.modified, sample: token.sample),
             createdAt: now, updatedAt: now)
     }
