@@ -54,7 +54,9 @@ struct ResponsePlan {
     ) {
         let isHead = method == "HEAD"
         let missing = route.requiredHeaders.first { header($0.name)?.contains($0.contains) != true }
-        if !isHead && method != "GET" {
+        if method == "OPTIONS" && route.optionsAllowed {
+            self.init(status: 200, headers: [("Content-Length", "0")])
+        } else if !isHead && method != "GET" {
             self = .errorPage(405, extra: [("Allow", "GET, HEAD")], isHead: false)
         } else if history.requestIndex < route.failFirst {
             self = .errorPage(route.failureStatus, extra: Self.retryAfter(route), isHead: isHead)

@@ -53,6 +53,8 @@ public struct Route: Sendable {
     public var alwaysRangeNotSatisfiable: Bool = false
     /// false: HEAD answers 405.
     public var headAllowed: Bool = true
+    /// Answer `OPTIONS` with `200` and no body (plus `responseHeaders`), instead of `405`.
+    public var optionsAllowed: Bool = false
     /// HEAD lies: send this Content-Length instead of the real one.
     public var headContentLength: Int?
     /// Send "Accept-Ranges: bytes" on 200, 206 and HEAD.

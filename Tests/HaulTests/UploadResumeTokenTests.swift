@@ -1,5 +1,6 @@
 import Foundation
 import HaulTestSupport
+import NIOHTTP1
 import Testing
 @testable import Haul
 
@@ -159,5 +160,49 @@ extension Result {
     fileprivate var error: Failure? {
         if case .failure(let error) = self { return error }
         return nil
+    }
+}
+
+/// The IETF draft's `Upload-Limit`: a file larger than the server takes is refused before any
+/// upload is made, and appending requests keep within the server's bounds.
+@Suite struct UploadLimitTests {
+    @Test func theLimitsAreReadFromTheStructuredField() throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "Upload-Limit", value: "max-size=1000, max-append-size=100")
+        headers.add(name: "Upload-Limit", value: "min-append-size=10, expires=60, max-size=x")
+        let limits = try #require(UploadRunner.IETFLimits(headers))
+        #expect(limits == UploadRunner.IETFLimits(maxSize: 1000, maxAppendSize: 100, minAppendSize: 10))
+        #expect(limits.chunkSize == 100)
+        #expect(UploadRunner.IETFLimits(HTTPHeaders()) == nil)
+        #expect(UploadRunner.IETFLimits().chunkSize == UploadRunner.ietfChunkSize)
+        #expect(UploadRunner.IETFLimits(minAppendSize: 16 << 20).chunkSize == 16 << 20)
+        // A minimum above the maximum leaves the maximum.
+        #expect(UploadRunner.IETFLimits(maxAppendSize: 1 << 20, minAppendSize: 2 << 20).chunkSize == 1 << 20)
+        #expect(throws: DownloadError.self) { try limits.check(1001, file: "/f") }
+        try limits.check(1000, file: "/f")
+    }
+
+    @Test func aFileLargerThanTheServerTakesIsRefusedBeforeAnyUploadIsMade() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let server = try await FaultServer.start()
+        var route = Route(content: [])
+        route.optionsAllowed = true
+        route.responseHeaders = [("Upload-Limit", "min-size=0, max-size=1000"), ("Upload-Draft-Interop-Version", "6")]
+        server.serve("/up", route)
+        try dir.write("big.bin", testBytes(2000, seed: 76))
+        let error = try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader in
+            do throws(DownloadError) {
+                _ = try await downloader.upload(UploadRequest(file: dir.file("big.bin"), url: server.url("/up"))).result()
+                return nil as DownloadError?
+            } catch {
+                return error
+            }
+        }
+        let methods = server.stats("/up").requests.map(\.method)
+        try await server.shutdown()
+        #expect(error?.kind == .invalidRequest)
+        #expect(error?.message.contains("is 2000 bytes; the server takes at most 1000 (Upload-Limit: max-size)") == true, "\(error?.message ?? "")")
+        #expect(methods == ["OPTIONS"], "no upload was made: \(methods)")
     }
 }

@@ -66,6 +66,51 @@ extension UploadRunner {
         }
     }
 
+    /// What a server's `Upload-Limit` says (a structured-field dictionary, RFC 8941): the
+    /// largest upload it takes and the bounds of one appending request's body. Members it does
+    /// not name, and members Haul does not know (`expires`), are not limits here.
+    struct IETFLimits: Sendable, Hashable {
+        var maxSize: Int64?
+        var maxAppendSize: Int64?
+        var minAppendSize: Int64?
+
+        /// The limits of an answer's `Upload-Limit`, nil when it has none.
+        init?(_ headers: HTTPHeaders) {
+            let fields = headers["Upload-Limit"]
+            guard !fields.isEmpty else { return nil }
+            for member in fields.joined(separator: ",").split(separator: ",") {
+                let parts = member.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                guard parts.count == 2, let value = Int64(parts[1]), value >= 0 else { continue }
+                switch parts[0] {
+                case "max-size": maxSize = value
+                case "max-append-size": maxAppendSize = value
+                case "min-append-size": minAppendSize = value
+                default: continue
+                }
+            }
+        }
+
+        init(maxSize: Int64? = nil, maxAppendSize: Int64? = nil, minAppendSize: Int64? = nil) {
+            (self.maxSize, self.maxAppendSize, self.minAppendSize) = (maxSize, maxAppendSize, minAppendSize)
+        }
+
+        /// Refuses a file longer than the server takes, in one line.
+        func check(_ length: Int64, file: String) throws(DownloadError) {
+            if let maxSize, length > maxSize {
+                throw .invalidRequest("\(file) is \(length) bytes; the server takes at most \(maxSize) (Upload-Limit: max-size)")
+            }
+        }
+
+        /// The bytes one `PATCH` carries: ``UploadRunner/ietfChunkSize``, within the server's
+        /// append bounds (a minimum above its maximum leaves the maximum).
+        var chunkSize: Int64 {
+            var size = UploadRunner.ietfChunkSize
+            if let minAppendSize { size = max(size, minAppendSize) }
+            if let maxAppendSize { size = min(size, max(1, maxAppendSize)) }
+            return size
+        }
+    }
+
     /// The most one `PATCH` carries, as for tus (``tusChunkSize``): a server that keeps
     /// nothing of a cut request loses at most this much to a `kill -9`. NIOResumableUpload keeps
     /// every byte it read.
@@ -77,7 +122,7 @@ extension UploadRunner {
     ///
     /// A server that answers `400 Bad Request` naming another version spoken here is asked once
     /// more, in that version, unless the request named its own.
-    func ietfCreate(_ file: UploadFile, version: Int) async throws(DownloadError) -> (location: String?, version: Int) {
+    func ietfCreate(_ file: UploadFile, version: Int) async throws(DownloadError) -> (location: String?, version: Int, limits: IETFLimits?) {
         let complete = file.length == 0
         var version = version
         var answer = try await ietfCreation(length: file.length, version: version)
@@ -97,7 +142,9 @@ extension UploadRunner {
             throw DownloadError(kind: .protocolViolation, message: message, url: request.displayURL)
         }
         guard (200..<300).contains(answer.head.status) else { throw failure(answer) }
-        if complete { return (nil, version) }
+        let limits = IETFLimits(answer.headers)
+        try limits?.check(file.length, file: request.file)
+        if complete { return (nil, version, limits) }
         guard let location = answer.headers.first(name: "Location"),
             let resolved = URL(string: location, relativeTo: URL(string: answer.url))?.absoluteString,
             let scheme = HTTPURL(resolved)?.scheme, scheme == "http" || scheme == "https"
@@ -107,7 +154,7 @@ extension UploadRunner {
                 message: "the server sent no upload URL (Location) for a resumable upload: it may not speak the IETF draft (try --protocol put)",
                 url: request.displayURL)
         }
-        return (resolved, version)
+        return (resolved, version, limits)
     }
 
     /// One creation request in interop `version` for a file of `length` bytes, whole when it
@@ -148,14 +195,17 @@ extension UploadRunner {
         return .offset(offset)
     }
 
-    /// Sends `file` from `offset` by `PATCH`es of at most ``ietfChunkSize`` until the server
+    /// Sends `file` from `offset` by `PATCH`es of at most ``ietfChunkSize`` (or what the server's
+    /// `Upload-Limit` bounds an appending request to, when this run learnt it) until the server
     /// has taken all of it, the last `PATCH` saying so; after a failure (a `409 Conflict`
     /// included), the server's offset is asked again and sending goes on from there. Every
     /// request is in the interop version the upload began with (``UploadRow/ietfVersion``).
     /// Returns the bytes sent (and accepted) by this run.
     func ietfSend(
-        _ file: UploadFile, row: UploadRow, from offset: Int64, meter: UploadMeter, retries: inout RetryPolicy
+        _ file: UploadFile, row: UploadRow, from offset: Int64, meter: UploadMeter, retries: inout RetryPolicy,
+        limits: IETFLimits? = nil
     ) async throws(DownloadError) -> Int64 {
+        let chunkSize = (limits ?? IETFLimits()).chunkSize
         guard let location = row.location else { throw .invalidRequest("no resumable upload to continue") }
         let version = row.ietfVersion
         var offset = offset
@@ -187,7 +237,7 @@ extension UploadRunner {
                     meter.sent(offset)
                     continue
                 }
-                let count = min(Self.ietfChunkSize, file.length - offset)
+                let count = min(chunkSize, file.length - offset)
                 let last = offset + count == file.length
                 var extra = Self.ietfHeaders(version, complete: last)
                 extra["Upload-Offset"] = String(offset)

@@ -75,6 +75,8 @@ struct UploadRunner: Sendable {
         // The IETF draft's interop version: the request's, else the one the server names to
         // OPTIONS, else the latest (which the creation may change).
         var ietfVersion = request.ietfInteropVersion ?? Self.ietfInteropVersion
+        // What the server's Upload-Limit says, when it said it (to OPTIONS, or to the creation).
+        var ietfLimits: IETFLimits?
         switch request.protocol {
         case .put:
             chosen = .put
@@ -88,9 +90,12 @@ struct UploadRunner: Sendable {
             case .tus(let capabilities):
                 server = capabilities
                 chosen = .tus
-            case .ietf(let named):
+            case .ietf(let named, let limits):
                 chosen = .ietf
                 if request.ietfInteropVersion == nil, let named { ietfVersion = named }
+                // A file the server would refuse is refused before any upload is made.
+                try limits?.check(file.length, file: request.file)
+                ietfLimits = limits
             case .plain:
                 chosen = .put
             }
@@ -104,10 +109,12 @@ struct UploadRunner: Sendable {
         }
         let ietf = chosen == .ietf
         let asked = ietfVersion
-        let created = try await retrying(&retries, meter) { () throws(DownloadError) -> (location: String?, version: Int) in
+        let created = try await retrying(&retries, meter) {
+            () throws(DownloadError) -> (location: String?, version: Int, limits: IETFLimits?) in
             if ietf { return try await ietfCreate(file, version: asked) }
-            return (try await tusCreate(file, server: server ?? TusCapabilities()), asked)
+            return (try await tusCreate(file, server: server ?? TusCapabilities()), asked, nil)
         }
+        if let limits = created.limits { ietfLimits = limits }
         guard let location = created.location else {
             // An empty file, sent whole by the IETF draft's creation.
             try await store.deleteUpload(file: request.file, url: request.url)
@@ -121,7 +128,7 @@ struct UploadRunner: Sendable {
             identity: try await identity(), createdAt: now, updatedAt: now)
         // On disk before the first byte goes: a rerun after a kill finds this upload.
         try await store.saveUpload(row)
-        let sent = try await send(file, row: row, from: 0, meter: meter, retries: &retries)
+        let sent = try await send(file, row: row, from: 0, meter: meter, retries: &retries, limits: ietfLimits)
         return UploadResult(
             file: request.file, location: URLRedaction.redact(location), protocol: chosen, bytes: file.length, bytesSent: sent,
             restartReason: restartReason)
@@ -129,9 +136,12 @@ struct UploadRunner: Sendable {
 
     /// Sends the rest of the resumable upload `row` from `offset`, by its protocol.
     private func send(
-        _ file: UploadFile, row: UploadRow, from offset: Int64, meter: UploadMeter, retries: inout RetryPolicy
+        _ file: UploadFile, row: UploadRow, from offset: Int64, meter: UploadMeter, retries: inout RetryPolicy,
+        limits: IETFLimits? = nil
     ) async throws(DownloadError) -> Int64 {
-        if row.protocol == .ietf { return try await ietfSend(file, row: row, from: offset, meter: meter, retries: &retries) }
+        if row.protocol == .ietf {
+            return try await ietfSend(file, row: row, from: offset, meter: meter, retries: &retries, limits: limits)
+        }
         return try await tusSend(file, row: row, from: offset, meter: meter, retries: &retries)
     }
 
@@ -142,8 +152,8 @@ struct UploadRunner: Sendable {
         case tus(TusCapabilities)
         /// The IETF draft: its `Upload-Limit` (or `Upload-Draft-Interop-Version`) in the answer,
         /// with the interop version the answer names when it is one spoken here (nil: the
-        /// creation finds one).
-        case ietf(Int?)
+        /// creation finds one), and the limits it states.
+        case ietf(Int?, IETFLimits?)
         /// Neither: a plain `PUT`.
         case plain
     }
@@ -167,10 +177,12 @@ struct UploadRunner: Sendable {
         await HTTPTransport.discard(answer.body)
         if answer.head.status >= 500 { throw failure(answer) }
         let named = Self.ietfNamedVersion(answer.headers)
-        if answer.head.status == 400, let named, named != asked { return .ietf(named) }
+        if answer.head.status == 400, let named, named != asked { return .ietf(named, nil) }
         guard (200..<300).contains(answer.head.status) else { return .plain }
         if let tus = Self.tusCapabilities(answer.headers) { return .tus(tus) }
-        if answer.headers.contains(name: "Upload-Limit") || answer.headers.contains(name: "Upload-Draft-Interop-Version") { return .ietf(named) }
+        if answer.headers.contains(name: "Upload-Limit") || answer.headers.contains(name: "Upload-Draft-Interop-Version") {
+            return .ietf(named, IETFLimits(answer.headers))
+        }
         return .plain
     }
 
