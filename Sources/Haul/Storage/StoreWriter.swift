@@ -244,8 +244,7 @@ final class StoreWriter: Sendable {
     ///   `kill -9`, whatever the linger held back is fetched again, and a server that sends in
     ///   bursts (nginx's `limit_rate` sends 2 MiB at once) could make that a burst per connection.
     func update(_ id: DownloadID, _ patch: RowPatch, promptly: Bool = false) {
-        submit(id) { $0.patch.merge(patch) }
-        if promptly { state.withLock { $0.prompt = true } }
+        submit(id, promptly: promptly) { $0.patch.merge(patch) }
     }
 
     func delete(_ id: DownloadID) {
@@ -255,9 +254,10 @@ final class StoreWriter: Sendable {
         }
     }
 
-    private func submit(_ id: DownloadID, _ change: (inout Pending) -> Void) {
+    private func submit(_ id: DownloadID, promptly: Bool = false, _ change: (inout Pending) -> Void) {
         let start: Bool = state.withLock { state in
             change(&state.pending[id, default: Pending()])
+            if promptly { state.prompt = true }
             guard state.worker == nil else { return false }
             state.worker = Task { await self.drain() }
             return true
