@@ -117,8 +117,9 @@ extension UploadRunner {
     static let ietfChunkSize: Int64 = 8 << 20
 
     /// Makes a new upload of `file` at the request's URL (`POST` saying it is incomplete, with
-    /// its length) in interop `version`, and returns its URL and the version the server took;
-    /// an empty file is sent whole by the creation, and no URL returned.
+    /// its length) in interop `version`, and returns its URL, the version the server took and
+    /// the limits its answer states (a file over its `max-size` is refused); an empty file is
+    /// sent whole by the creation, and no URL returned.
     ///
     /// A server that answers `400 Bad Request` naming another version spoken here is asked once
     /// more, in that version, unless the request named its own.
