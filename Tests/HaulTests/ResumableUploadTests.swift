@@ -55,6 +55,21 @@ struct ResumableUploadTests {
         func row(_ file: String) async throws -> UploadRow? {
             try await Store(directory: state).upload(file: dir.file(file), url: server.url(file))
         }
+
+        /// Runs `haul` with `arguments` in the folder, killed with -9 once the server has received
+        /// `bytes`; returns what the server had received then.
+        func putKilled(_ arguments: [String], after bytes: Int64) async throws -> ResumableUploadTestServer.Received {
+            let haul = try HaulProcess(arguments, in: dir.path)
+            let reached = try await waitUntil {
+                guard server.received().bytes >= bytes else { return false }
+                haul.signal(SIGKILL)
+                return true
+            }
+            #expect(reached)
+            haul.signal(SIGKILL)
+            _ = try await haul.finish()
+            return server.received()
+        }
     }
 
     /// How `requests` stray from the draft's interop `version` (empty when they do not): each
@@ -404,16 +419,7 @@ struct ResumableUploadTests {
 
         // Slowed down so that the kill lands in the middle, and under auto: the rerun finds
         // the draft's upload the first run chose.
-        let haul = try HaulProcess(arguments + ["--limit-rate", "8M"], in: t.dir.path)
-        let reached = try await waitUntil {
-            guard t.server.received().bytes >= 18 << 20 else { return false }
-            haul.signal(SIGKILL)
-            return true
-        }
-        #expect(reached)
-        haul.signal(SIGKILL)
-        _ = try await haul.finish()
-        let killed = t.server.received()
+        let killed = try await t.putKilled(arguments + ["--limit-rate", "8M"], after: 18 << 20)
 
         let (status, stderr) = try await HaulProcess.run(arguments, in: t.dir.path)
         let total = t.server.received()
@@ -435,10 +441,7 @@ struct ResumableUploadTests {
         let t = try await Fixture()
         try t.dir.write("c.bin", testBytes(24 << 20, seed: 39))
         let arguments = ["put", "--protocol", "ietf", "--state-dir", t.state, "c.bin", t.server.url("c.bin")]
-        let haul = try HaulProcess(arguments + ["-q", "--limit-rate", "8M"], in: t.dir.path)
-        #expect(try await waitUntil { t.server.received().bytes >= 10 << 20 })
-        haul.signal(SIGKILL)
-        _ = try await haul.finish()
+        _ = try await t.putKilled(arguments + ["-q", "--limit-rate", "8M"], after: 10 << 20)
         let changed = testBytes(20 << 20, seed: 40)
         try t.dir.write("c.bin", changed)
 
@@ -462,16 +465,7 @@ struct ResumableUploadTests {
         let content = testBytes(size, seed: 47)
         try t.dir.write("kv.bin", content)
         let arguments = ["put", "-q", "--state-dir", t.state, "kv.bin", t.server.url("kv.bin")]
-        let haul = try HaulProcess(arguments + ["--ietf-version", String(version), "--limit-rate", "8M"], in: t.dir.path)
-        let reached = try await waitUntil {
-            guard t.server.received().bytes >= 10 << 20 else { return false }
-            haul.signal(SIGKILL)
-            return true
-        }
-        #expect(reached)
-        haul.signal(SIGKILL)
-        _ = try await haul.finish()
-        let killed = t.server.received()
+        let killed = try await t.putKilled(arguments + ["--ietf-version", String(version), "--limit-rate", "8M"], after: 10 << 20)
 
         // Rerun without --ietf-version: the upload goes on in the version it began in.
         let (status, stderr) = try await HaulProcess.run(arguments, in: t.dir.path)
