@@ -153,11 +153,11 @@ import Testing
         row.sourceValidators = ["http://b.example/f": Validators(etag: "\"b1\"", lastModified: "Tue, 03 Mar 2026 10:00:00 GMT")]
         store.writer.insert(row)
         #expect(try await store.row(path: "/tmp/f")?.sourceValidators == row.sourceValidators)
-        store.writer.update(row.id, .sourceValidators(["http://c.example/f": Validators(etag: "\"c\"")]))
+        store.writer.update(row.id, try .sourceValidators(["http://c.example/f": Validators(etag: "\"c\"")]))
         #expect(try await store.row(path: "/tmp/f")?.sourceValidators == ["http://c.example/f": Validators(etag: "\"c\"")])
         #expect(ResumeToken(try #require(try await store.row(path: "/tmp/f"))).sourceValidators?.count == 1)
         // None for a download from one URL: the column stays empty.
-        #expect(DownloadRow.storedSourceValidators([:]) == "")
+        #expect(try DownloadRow.storedSourceValidators([:]) == "")
         #expect(DownloadRow.sourceValidators(stored: "") == [:])
         #expect(DownloadRow.sourceValidators(stored: "not json") == [:])
     }

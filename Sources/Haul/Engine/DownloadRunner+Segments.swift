@@ -284,7 +284,7 @@ extension DownloadRunner {
                 throw source == 0 ? .rangesNotHonoured : .otherFile("its file changed (another ETag or Last-Modified)")
             }
             if source > 0, !head.validators.isEmpty, context.board.learn(head.validators, of: source) {
-                store.writer.update(id, .sourceValidators(context.sourceValidators))
+                store.writer.update(id, try .sourceValidators(context.sourceValidators))
             }
             try await receiveUnlessTakenOver(answer.body, segment: segment, announcedEnd: range.last + 1, context)
         case 200 where source > 0 && validators?.ifRange != nil:

@@ -15,9 +15,12 @@ struct EngineState: Sendable, Hashable {
     var ranges = ByteRanges()
 
     var patch: RowPatch {
-        .engine(
-            path: path, totalLength: totalLength, validators: validators, sourceValidators: sourceValidators,
-            acceptsRanges: acceptsRanges, ranges: ranges)
+        get throws(DownloadError) {
+            var patch = RowPatch.engine(
+                path: path, totalLength: totalLength, validators: validators, acceptsRanges: acceptsRanges, ranges: ranges)
+            patch.merge(try .sourceValidators(sourceValidators))
+            return patch
+        }
     }
 }
 
@@ -167,7 +170,7 @@ extension DownloadRunner {
         }
         let claimed = !state.ranges.isEmpty
         state.ranges = trusted
-        store.writer.update(id, state.patch)
+        store.writer.update(id, try state.patch)
         if trusted.byteCount == 0, partSize > 0 {
             // The row must stop claiming bytes before the file loses them.
             if claimed { try await store.flush() }

@@ -28,10 +28,14 @@ extension Downloader {
         var request = request
         request.file = DownloadRequest.absolutePath(request.file)
         let runner = uploadRunner(request)
-        let (url, file, store) = (request.url, request.file, store)
+        let (url, file, store, logger) = (request.url, request.file, store, configuration.logger)
         let token = { @Sendable () async -> UploadResumeToken? in
-            guard let row = try? await store.upload(file: file, url: url) else { return nil }
-            return UploadResumeToken(row)
+            do throws(DownloadError) {
+                return try await store.upload(file: file, url: url).flatMap(UploadResumeToken.init)
+            } catch {
+                logger.error("no resume token for the upload of \(file): its record cannot be read: \(error.message)")
+                return nil
+            }
         }
         return UploadTask(token: token) { report throws(DownloadError) in
             do throws(DownloadError) {

@@ -61,7 +61,8 @@ public final class UploadTask: Sendable {
     ///
     /// - Returns: a token for ``Downloader/upload(resuming:configure:)``; nil when there is
     ///   nothing to continue: a plain `PUT` (it starts over), an upload the server had not made
-    ///   yet, or one that had completed (its ``result()`` says so).
+    ///   yet, or one that had completed (its ``result()`` says so); also when the store cannot be
+    ///   read, which the downloader's logger says.
     public func pause() async -> UploadResumeToken? {
         work.cancel()
         _ = await work.value

@@ -187,9 +187,8 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     }
 
     /// The `sourceValidators` column: empty, or the JSON of ``sourceValidators``.
-    static func storedSourceValidators(_ validators: [String: Validators]) -> String {
-        guard !validators.isEmpty, let json = try? encoder.encode(validators) else { return "" }
-        return String(decoding: json, as: UTF8.self)
+    static func storedSourceValidators(_ validators: [String: Validators]) throws -> String {
+        validators.isEmpty ? "" : String(decoding: try encoder.encode(validators), as: UTF8.self)
     }
 
     /// The validators of a `sourceValidators` column's text (none when it is empty or unreadable:
@@ -243,7 +242,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
             try Self.storedSources(of: request),
             // Read for this boot only, so written back as this boot's.
             BootID.current.flatMap { unsynced.isEmpty ? nil : Self.storedUnsynced(unsynced, boot: $0) },
-            Self.storedSourceValidators(sourceValidators),
+            try Self.storedSourceValidators(sourceValidators),
         ]
     }
 

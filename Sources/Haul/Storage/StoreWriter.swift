@@ -97,11 +97,8 @@ struct RowPatch: Sendable {
     }
 
     /// What the engine knows about the file on the server and on disk.
-    static func engine(
-        path: String?, totalLength: Int64?, validators: Validators, sourceValidators: [String: Validators], acceptsRanges: Bool,
-        ranges: ByteRanges
-    ) -> RowPatch {
-        var patch = RowPatch.sourceValidators(sourceValidators)
+    static func engine(path: String?, totalLength: Int64?, validators: Validators, acceptsRanges: Bool, ranges: ByteRanges) -> RowPatch {
+        var patch = RowPatch()
         patch.set(.path, path)
         patch.set(.totalLength, totalLength)
         patch.set(.etag, validators.etag)
@@ -113,9 +110,13 @@ struct RowPatch: Sendable {
     }
 
     /// Each source's validators, by URI (``DownloadRow/sourceValidators``).
-    static func sourceValidators(_ validators: [String: Validators]) -> RowPatch {
+    static func sourceValidators(_ validators: [String: Validators]) throws(DownloadError) -> RowPatch {
         var patch = RowPatch()
-        patch.set(.sourceValidators, DownloadRow.storedSourceValidators(validators))
+        do {
+            patch.set(.sourceValidators, try DownloadRow.storedSourceValidators(validators))
+        } catch {
+            throw .io("cannot record the validators of the download's sources: \(error)")
+        }
         return patch
     }
 
