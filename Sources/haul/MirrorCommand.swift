@@ -68,7 +68,7 @@ struct MirrorCommand: AsyncParsableCommand {
     var stateDir: String?
 
     func validate() throws {
-        guard ListingRoot.isFolderURL(url) else { throw ValidationError("the URL must be an http:// or https:// URL, not \(url)") }
+        guard Mirror.Configuration.isFolderURL(url) else { throw ValidationError("the URL must be an http:// or https:// URL, not \(url)") }
         if !(1...1000).contains(maxConcurrentDownloads) { throw ValidationError("--max-concurrent-downloads must be between 1 and 1000") }
         if !(1...64).contains(parallelListings) { throw ValidationError("--parallel-listings must be between 1 and 64") }
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
@@ -77,90 +77,68 @@ struct MirrorCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
-        configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
-        configuration.logger = Logger(label: "haul")
-        configuration.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
+        var engine = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
+        engine.stallTimeout = .milliseconds(Int64(timeout * 1000))
+        engine.logger = Logger(label: "haul")
+        engine.logger.logLevel = ProcessInfo.processInfo.environment["HAUL_DEBUG"] != nil ? .debug : .critical
         if transfer.network.skipsCertificateCheck {
             Terminal.error("warning: TLS certificates are not checked: anyone on the way can read and change the downloads")
         }
-        let root = FilePaths.absolute(directory)
+        var configuration = Mirror.Configuration(url: url, directory: directory)
         var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: root, isDirectory: &isFolder), !isFolder.boolValue {
+        if FileManager.default.fileExists(atPath: configuration.directory, isDirectory: &isFolder), !isFolder.boolValue {
             Terminal.error("\(directory) is not a folder: give the folder to copy the tree into")
             throw ExitCode(ExitStatus.unusable)
         }
-        let start = ListingRoot.folder(url)
-        var template = DownloadRequest(url: start, directory: root)
-        try transfer.apply(to: &template)
-        let downloader = try ExitStatus.openDownloader(configuration)
-        let sums = try await checksums.load(template: template, downloader: downloader)
-        // One queue a mirror (its URL and folder): its rows are the files it wrote, the only
-        // ones --delete may remove.
-        let manager = DownloadManager(
-            downloader: downloader,
-            configuration: .init(
-                maxConcurrentDownloads: maxConcurrentDownloads, maxConnectionsPerHost: maxConnectionsPerHost,
-                queue: MirrorQueue.name(url: start, directory: root)))
-        let interrupts = InterruptHandler(manager: manager)
-
-        // What earlier runs of this mirror wrote, by path; unfinished ones continue now (not
-        // in a dry run, which changes nothing).
-        let earlier: [String: DownloadManager.Download]
+        try transfer.apply(to: &configuration.template)
+        configuration.maxDepth = level
+        configuration.include = include
+        configuration.exclude = exclude
+        configuration.deletesGone = delete
+        configuration.dryRun = dryRun
+        configuration.parallelListings = parallelListings
+        configuration.maxConcurrentDownloads = maxConcurrentDownloads
+        configuration.maxConnectionsPerHost = maxConnectionsPerHost
+        let downloader = try ExitStatus.openDownloader(engine)
+        configuration.checksums = try await checksums.load(template: configuration.template, downloader: downloader)
+        configuration.requiresChecksum = checksums.requireChecksum
+        let mirror = Mirror(configuration, downloader: downloader)
+        let interrupts = InterruptHandler { Task { await mirror.stop() } }
+        let (quiet, json) = (quiet, json)
+        var summary: Mirror.Summary
         do throws(DownloadError) {
-            earlier = MirrorQueue.byFile(try await manager.storedDownloads())
-            if !dryRun { try await manager.restore() }
+            summary = try await mirror.run { event in
+                switch event {
+                case .wouldFetch, .wouldDelete: if !json { print(event) }
+                case .deleted: if !quiet { Terminal.write("\(event)\n") }
+                case .skipped: if !quiet { Terminal.error(event.description) }
+                case .problem(let message): Terminal.error(message)
+                }
+            }
         } catch {
             Terminal.error(error.description)
+            do { try await downloader.shutdown() } catch {}
             throw ExitCode(ExitStatus.code(for: [error]))
         }
-        let run = MirrorRun(
-            root: root, earlier: earlier, dryRun: dryRun, listsChanges: !json,
-            checksums: sums.map { MirrorRun.Checksums(file: $0, required: checksums.requireChecksum) })
-        var walk = TreeWalk(start: start, template: template)
-        walk.maxDepth = level
-        walk.parallelListings = parallelListings
-        walk.accepts = { [include, exclude] path, isDirectory in
-            Glob.accepts(path, isDirectory: isDirectory, include: include, exclude: exclude)
-        }
-        let fileTemplate = template
-        let report = await walk.run(with: downloader) { files in
-            await run.queue(files, template: fileTemplate, manager: manager)
-        }
-        for (listing, error) in report.failures {
-            Terminal.error("cannot read the listing \(URLRedaction.redact(listing)): \(error.message)")
-        }
-        if !quiet { for skipped in report.skipped { Terminal.error("skipped \(URLRedaction.redact(skipped))") } }
-        await manager.waitUntilIdle()
-        if let status = interrupts.exitStatus {
-            await manager.shutdown()
-            do { try await downloader.shutdown() } catch {
-                Terminal.error("interrupted, and the progress could not be saved: \(error)")
-                throw ExitCode(ExitStatus.code(for: [error]))
+        var saveFailure: DownloadError?
+        do throws(DownloadError) { try await downloader.shutdown() } catch { saveFailure = error }
+        if summary.interrupted, let status = interrupts.exitStatus {
+            if let saveFailure {
+                Terminal.error("interrupted, and the progress could not be saved: \(saveFailure)")
+                throw ExitCode(ExitStatus.code(for: [saveFailure]))
             }
             Terminal.error("interrupted: progress saved; run the same command again to continue")
             throw ExitCode(status)
         }
-        var summary = await run.summarize(manager: manager)
-        if delete {
-            if report.failures.isEmpty {
-                summary.deleted = await run.deleteGone(manager: manager, quiet: quiet)
-            } else {
-                Terminal.error("nothing deleted: \(report.failures.count) listing(s) could not be read, so what is gone is not known")
-            }
+        if let saveFailure {
+            Terminal.error("\(saveFailure)")
+            summary.errors.append(saveFailure)
         }
-        await manager.shutdown()
-        var failures = summary.errors + report.failures.map(\.error)
-        do { try await downloader.shutdown() } catch {
-            Terminal.error("\(error)")
-            failures.append(error)
-        }
-        summary.failed += report.failures.count
         if json {
             print(summary.json)
-        } else if !quiet, report.listingsRead > 0 {
-            Terminal.write(summary.table(dryRun: dryRun))
+        } else if !quiet, summary.listingsRead > 0 {
+            Terminal.write(summary.table(dryRun: dryRun, checksFiles: configuration.checksums != nil))
         }
-        if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
+        if !summary.errors.isEmpty { throw ExitCode(ExitStatus.code(for: summary.errors)) }
     }
 }

@@ -1,5 +1,5 @@
 import Testing
-@testable import HaulCLI
+@testable import Haul
 
 @Suite("Mirror globs")
 struct GlobTests {

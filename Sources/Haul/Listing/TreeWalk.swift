@@ -39,6 +39,8 @@ package struct TreeWalk: Sendable {
     package var maxListingBytes = 64 << 20
     /// Whether a file or folder (its path, a folder's ending with `/`) is kept.
     package var accepts: @Sendable (_ path: String, _ isDirectory: Bool) -> Bool = { _, _ in true }
+    /// Whether the walk should end: no listing is started, and no file handed on, once it says so.
+    package var isStopped: @Sendable () -> Bool = { false }
 
     package init(start: String, template: DownloadRequest) {
         self.start = start.hasSuffix("/") ? start : start + "/"
@@ -68,6 +70,7 @@ package struct TreeWalk: Sendable {
         await withTaskGroup(of: Listed.self) { group in
             var running = 0
             while running > 0 || !pending.isEmpty {
+                if isStopped() { pending.removeAll() }
                 while running < max(1, parallelListings), let folder = pending.popLast() {
                     running += 1
                     group.addTask { Listed(folder: folder, result: await read(folder.url, with: downloader)) }
@@ -113,7 +116,7 @@ package struct TreeWalk: Sendable {
                         files.append(File(url: entry.url, path: path))
                     }
                 }
-                if !files.isEmpty { await found(files) }
+                if !files.isEmpty, !isStopped() { await found(files) }
             }
         }
         return report

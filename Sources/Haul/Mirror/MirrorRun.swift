@@ -1,49 +1,39 @@
 import Foundation
-import Haul
 import Synchronization
 
-/// One run of `haul mirror`: queues the files the walk finds, then tells what became of them
+/// One run of a ``Mirror``: queues the files the walk finds, then tells what became of them
 /// and removes what is gone.
 final class MirrorRun: Sendable {
-    private let root: String
+    private let configuration: Mirror.Configuration
+    private var root: String { configuration.directory }
     /// The mirror's downloads from earlier runs, by file.
     private let earlier: [String: DownloadManager.Download]
-    private let dryRun: Bool
-    /// Whether a dry run lists each file on standard output (not with --json).
-    private let listsChanges: Bool
-    /// `--checksum-file`: the digests files are verified against.
-    private let checksums: Checksums?
-
-    /// `--checksum-file` and `--require-checksum`.
-    struct Checksums: Sendable {
-        var file: ChecksumFile
-        /// Whether a file the list does not name fails.
-        var required: Bool
-    }
+    private let events: @Sendable (Mirror.Event) -> Void
 
     private struct State {
         /// Files the listings hold now.
         var seen = Set<String>()
         /// This run's downloads, and whether each file was copied before (an update, if fetched).
         var queued: [(id: DownloadManager.ID, copiedBefore: Bool, listed: Bool)] = []
-        var summary = MirrorSummary()
+        var summary = Mirror.Summary()
         /// Listed names matched by a file's name alone, and the path that matched each: a
         /// second file of the same name is ambiguous.
         var matchedByName: [String: String] = [:]
     }
     private let state = Mutex(State())
 
-    init(root: String, earlier: [String: DownloadManager.Download], dryRun: Bool, listsChanges: Bool, checksums: Checksums? = nil) {
-        self.root = root
+    init(
+        configuration: Mirror.Configuration, earlier: [String: DownloadManager.Download],
+        events: @escaping @Sendable (Mirror.Event) -> Void
+    ) {
+        self.configuration = configuration
         self.earlier = earlier
-        self.dryRun = dryRun
-        self.listsChanges = listsChanges
-        self.checksums = checksums
-        state.withLock { $0.summary.checksFiles = checksums != nil }
+        self.events = events
     }
 
     /// Queues one listing's files into the manager (or, dry, says what would be fetched).
-    func queue(_ files: [TreeWalk.File], template: DownloadRequest, manager: DownloadManager) async {
+    func queue(_ files: [TreeWalk.File], manager: DownloadManager) async {
+        let dryRun = configuration.dryRun
         var requests: [DownloadRequest] = []
         var copiedBefore: [Bool] = []
         var listed: [Bool] = []
@@ -54,16 +44,16 @@ final class MirrorRun: Sendable {
             let before = earlier[path]
             if before == nil, Self.exists(path) {
                 // Not this mirror's file: never overwritten, never deleted.
-                Terminal.error("skipped \(path): a file this mirror did not write is in the way")
+                events(.problem("skipped \(path): a file this mirror did not write is in the way"))
                 state.withLock { $0.summary.skipped += 1 }
                 continue
             }
             let checksum = listedChecksum(file.path)
-            if checksums != nil, checksum == nil {
+            if let checksums = configuration.checksums, checksum == nil {
                 state.withLock { $0.summary.unlisted += 1 }
-                if let checksums, checksums.required, !dryRun {
-                    let error = checksums.file.notListed(file.path)
-                    Terminal.error(error.message)
+                if configuration.requiresChecksum, !dryRun {
+                    let error = checksums.notListed(file.path)
+                    events(.problem(error.message))
                     state.withLock { state in
                         state.summary.failed += 1
                         state.summary.errors.append(error)
@@ -73,14 +63,14 @@ final class MirrorRun: Sendable {
             }
             if dryRun {
                 if before?.status != .completed {
-                    if listsChanges { print("new \(file.path)") }
+                    events(.wouldFetch(file.path))
                     state.withLock { $0.summary.new += 1 }
                 } else {
                     state.withLock { $0.summary.toCheck += 1 }
                 }
                 continue
             }
-            var request = template
+            var request = configuration.template
             request.url = file.url
             request.destination = .file(path)
             // The tree stays inside DIR, whatever links are planted there while it runs.
@@ -99,14 +89,14 @@ final class MirrorRun: Sendable {
                     switch result {
                     case .success(let id): state.queued.append((id, copiedBefore[index], listed[index]))
                     case .failure(let error):
-                        Terminal.error("\(URLRedaction.redact(requests[index].url)): \(error.message)")
+                        events(.problem("\(URLRedaction.redact(requests[index].url)): \(error.message)"))
                         state.summary.failed += 1
                         state.summary.errors.append(error)
                     }
                 }
             }
         } catch {
-            Terminal.error(error.description)
+            events(.problem(error.description))
             state.withLock { state in
                 state.summary.failed += requests.count
                 state.summary.errors.append(error)
@@ -119,7 +109,7 @@ final class MirrorRun: Sendable {
     /// and no other file of the tree took it (the file of that name in URL's own folder, whose
     /// listing is read first, or the first one found below).
     private func listedChecksum(_ path: String) -> Checksum? {
-        guard let file = checksums?.file, let checksum = file.checksum(forPath: path) else { return nil }
+        guard let file = configuration.checksums, let checksum = file.checksum(forPath: path) else { return nil }
         let byNameOnly = file.matchesByBaseNameOnly(path)
         // A name listed without a folder that matches exactly: a file of URL's own folder.
         guard byNameOnly || !path.contains("/") else { return checksum }
@@ -130,14 +120,14 @@ final class MirrorRun: Sendable {
             return path
         }
         guard first == path || !byNameOnly else {
-            Terminal.error("\(path) is not verified: the checksum file lists \(name) alone, and \(first) matched it first")
+            events(.problem("\(path) is not verified: the checksum file lists \(name) alone, and \(first) matched it first"))
             return nil
         }
         return checksum
     }
 
     /// What became of this run's downloads.
-    func summarize(manager: DownloadManager) async -> MirrorSummary {
+    func summarize(manager: DownloadManager) async -> Mirror.Summary {
         let (queued, partial) = state.withLock { ($0.queued, $0.summary) }
         var summary = partial
         for (id, copiedBefore, listed) in queued {
@@ -154,7 +144,7 @@ final class MirrorRun: Sendable {
             } else {
                 summary.failed += 1
                 let error = download.error ?? .io("\(download.url) did not finish")
-                Terminal.error("\(download.url): \(error.message)")
+                events(.problem("\(URLRedaction.redact(download.url)): \(error.message)"))
                 summary.errors.append(error)
             }
         }
@@ -163,7 +153,8 @@ final class MirrorRun: Sendable {
 
     /// Removes the files earlier runs wrote that the listings no longer hold, each only while it
     /// is still the file this mirror wrote (its size as written); returns how many.
-    func deleteGone(manager: DownloadManager, quiet: Bool) async -> Int {
+    func deleteGone(manager: DownloadManager) async -> Int {
+        let dryRun = configuration.dryRun
         let seen = state.withLock { $0.seen }
         var deleted = 0
         for (path, download) in earlier.sorted(by: { $0.key < $1.key }) where !seen.contains(path) {
@@ -171,22 +162,22 @@ final class MirrorRun: Sendable {
             if download.status == .completed, let result = download.result {
                 guard Self.regularFileSize(path) == result.bytes else {
                     // Changed or replaced since the mirror wrote it: not the mirror's any more.
-                    if Self.exists(path) { Terminal.error("kept \(path): it changed since this mirror wrote it") }
+                    if Self.exists(path) { events(.problem("kept \(path): it changed since this mirror wrote it")) }
                     if !dryRun { await manager.remove(download.id) }
                     continue
                 }
                 if dryRun {
-                    if listsChanges { print("delete \(relative)") }
+                    events(.wouldDelete(relative))
                     deleted += 1
                     continue
                 }
                 if unlink(path) == 0 || errno == ENOENT {
-                    if !quiet { Terminal.write("deleted \(relative)\n") }
+                    events(.deleted(relative))
                     deleted += 1
                     await manager.remove(download.id)
                     removeEmptyFolders(above: path)
                 } else {
-                    Terminal.error("cannot delete \(path): \(String(cString: strerror(errno)))")
+                    events(.problem("cannot delete \(path): \(String(cString: strerror(errno)))"))
                 }
             } else if !dryRun {
                 // An unfinished copy of a file that is gone: its part file goes with it.

@@ -1,7 +1,5 @@
-import Haul
-
 /// The manager queue of one mirror (its URL and local folder) in the store: its rows are the
-/// files the mirror wrote, which `--delete` may remove, and no other.
+/// files the mirror wrote, which ``Mirror/Configuration/deletesGone`` may remove, and no other.
 enum MirrorQueue {
     /// `mirror-` and a stable 64-bit FNV-1a digest of the URL and the folder.
     static func name(url: String, directory: String) -> String {

@@ -1,0 +1,116 @@
+import Foundation
+import HaulTestSupport
+import Synchronization
+import Testing
+@testable import Haul
+
+/// The library's ``Mirror``, run in process against the fault server's listings.
+@Suite struct MirrorTests {
+    /// A folder of `count` files of `size` bytes at `/tree/` (and one subfolder `sub/` with one
+    /// more), each sent at `bytesPerSecond` when given; path → bytes.
+    static func serveTree(
+        on server: FaultServer, count: Int, size: Int, bytesPerSecond: Int? = nil
+    ) -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        let names = (0..<count).map { "f\($0).bin" }
+        var listing = Route(content: Array((names.map { "<a href=\"\($0)\">\($0)</a>" } + ["<a href=\"sub/\">sub/</a>"]).joined().utf8))
+        listing.contentType = "text/html"
+        server.serve("/tree/", listing)
+        var sub = Route(content: Array("<a href=\"deep.txt\">deep.txt</a>".utf8))
+        sub.contentType = "text/html"
+        server.serve("/tree/sub/", sub)
+        files["sub/deep.txt"] = Array("deep".utf8)
+        server.serve("/tree/sub/deep.txt", Route(content: files["sub/deep.txt"]!))
+        for (index, name) in names.enumerated() {
+            files[name] = testBytes(size, seed: UInt64(index))
+            var route = Route(content: files[name]!)
+            route.bytesPerSecond = bytesPerSecond
+            server.serve("/tree/" + name, route)
+        }
+        return files
+    }
+
+    static func read(_ root: String) -> [String: [UInt8]] { MirrorCommandTests.read(root) }
+
+    @Test func aRunCopiesTheTreeAndARerunFindsItUnchangedWithoutABody() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let files = Self.serveTree(on: server, count: 8, size: 3000)
+        let configuration = Mirror.Configuration(url: server.url("/tree"), directory: dir.file("copy"))
+        #expect(configuration.url.hasSuffix("/tree/"))
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            let first = try await Mirror(configuration, downloader: downloader).run()
+            #expect(first.new == files.count && first.failed == 0 && first.listingsRead == 2 && !first.interrupted)
+            #expect(first.bytesFetched == Int64(files.values.map(\.count).reduce(0, +)))
+            #expect(Self.read(dir.file("copy")) == files)
+
+            let sentBefore = files.keys.map { server.stats("/tree/" + $0).bodyBytesSent }.reduce(0, +)
+            let second = try await Mirror(configuration, downloader: downloader).run()
+            #expect(second.unchanged == files.count && second.new == 0 && second.updated == 0 && second.bytesFetched == 0)
+            #expect(files.keys.map { server.stats("/tree/" + $0).bodyBytesSent }.reduce(0, +) == sentBefore)
+        }
+        try await server.shutdown()
+    }
+
+    @Test func aDryRunTellsWhatItWouldFetchAndDeleteAndChangesNothing() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let files = Self.serveTree(on: server, count: 3, size: 100)
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            var configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+            _ = try await Mirror(configuration, downloader: downloader).run()
+            // The server drops f0.bin and adds f9.bin.
+            var listing = Route(content: Array("<a href=\"f1.bin\">f1.bin</a><a href=\"f2.bin\">f2.bin</a><a href=\"f9.bin\">f9.bin</a>".utf8))
+            listing.contentType = "text/html"
+            server.serve("/tree/", listing)
+            server.serve("/tree/f9.bin", Route(content: Array("nine".utf8)))
+
+            configuration.dryRun = true
+            configuration.deletesGone = true
+            let events = Mutex<[Mirror.Event]>([])
+            let summary = try await Mirror(configuration, downloader: downloader).run { event in events.withLock { $0.append(event) } }
+            #expect(
+                events.withLock { $0 }.sorted { $0.description < $1.description } == [
+                    .wouldDelete("f0.bin"), .wouldDelete("sub/deep.txt"), .wouldFetch("f9.bin"),
+                ])
+            #expect(summary.new == 1 && summary.toCheck == 2 && summary.deleted == 2)
+            // Nothing changed on disk (sub/ is gone from the listing too).
+            #expect(Self.read(dir.file("copy")) == files)
+        }
+        try await server.shutdown()
+    }
+
+    @Test func stopEndsTheRunAsACrashWouldAndTheNextRunContinues() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let files = Self.serveTree(on: server, count: 12, size: 256 << 10, bytesPerSecond: 512 << 10)
+        var configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        configuration.maxConcurrentDownloads = 4
+        configuration.deletesGone = true
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            let mirror = Mirror(configuration, downloader: downloader)
+            let running = Task { () async -> Result<Mirror.Summary, DownloadError> in
+                do throws(DownloadError) { return .success(try await mirror.run()) } catch { return .failure(error) }
+            }
+            let done: () -> Int = { files.keys.count { dir.exists("copy/" + $0) } }
+            let started = (try? await waitUntil { done() >= 2 }) ?? false
+            #expect(started)
+            await mirror.stop()
+            let stopped = try await running.value.get()
+            #expect(stopped.interrupted && stopped.deleted == 0)
+            let copied = files.keys.filter { dir.exists("copy/" + $0) }
+            #expect(copied.count < files.count)
+            let sent = Dictionary(uniqueKeysWithValues: copied.map { ($0, server.stats("/tree/" + $0).bodyBytesSent) })
+
+            let next = try await Mirror(configuration, downloader: downloader).run()
+            #expect(!next.interrupted && next.failed == 0)
+            #expect(Self.read(dir.file("copy")) == files)
+            // Copied before the stop: asked about, never sent again.
+            for name in copied { #expect(server.stats("/tree/" + name).bodyBytesSent == sent[name], "\(name)") }
+        }
+        try await server.shutdown()
+    }
+}
