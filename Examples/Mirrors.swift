@@ -20,3 +20,11 @@ func stopAMirror(_ mirror: Mirror) async throws {
     let summary = try await running.value
     print(summary.interrupted)  // true: the next run continues
 }
+
+/// README.md: a tree kept in sync, its gone files removed.
+func mirrorATreeFromTheReadme(_ downloader: Downloader) async throws {
+    var configuration = Mirror.Configuration(url: "https://example.com/pub/", directory: "/srv/pub")
+    configuration.deletesGone = true
+    let summary = try await Mirror(configuration, downloader: downloader).run { event in print(event) }
+    print(summary.new, summary.updated, summary.unchanged, summary.deleted, summary.failed)
+}

@@ -58,6 +58,10 @@ extension Aria2RPC {
         case "aria2.saveSession": return "OK"
         case "system.listMethods": return .array(Self.methods.map { .string($0) })
         case "system.listNotifications": return .array(Self.notifications.map { .string($0) })
+        case "haul.addMirror": return try await addMirror(p)
+        case "haul.tellMirrors": return await tellMirrors()
+        case "haul.removeMirror": return try await removeMirror(p)
+        case "haul.runMirror": return try await runMirror(p)
         default: throw .noSuchMethod(method)
         }
     }
@@ -322,7 +326,8 @@ extension Aria2RPC {
             return
         }
         var applied: [String] = []
-        for (name, stored) in saved.sorted(by: { $0.key < $1.key }) {
+        // The mirrors' definitions are kept beside the settings (DaemonMirrors reads them).
+        for (name, stored) in saved.sorted(by: { $0.key < $1.key }) where !name.hasPrefix(DaemonMirrors.settingPrefix) {
             let value = (try? JSONValue.parse(Data(stored.utf8))) ?? .string(stored)
             let shown = "\(name)=\(Aria2Options.shown(name, Aria2Options.text(value)).debugDescription)"
             guard !explicit.contains(name) else {

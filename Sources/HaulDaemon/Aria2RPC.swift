@@ -19,6 +19,8 @@ public actor Aria2RPC {
 
     let manager: DownloadManager
     let downloader: Downloader
+    /// The folder trees it keeps in sync (`haul.addMirror`).
+    let mirrors: DaemonMirrors
     let secret: String?
     var globals: GlobalOptions {
         didSet { template = Aria2Options.template(globals) }
@@ -34,10 +36,12 @@ public actor Aria2RPC {
 
     init(
         manager: DownloadManager, downloader: Downloader, secret: String?, globals: GlobalOptions,
-        logger: Logger = Logger(label: "haul-daemon"), requestShutdown: @escaping ShutdownRequest
+        logger: Logger = Logger(label: "haul-daemon"), mirrors: DaemonMirrors? = nil,
+        requestShutdown: @escaping ShutdownRequest
     ) {
         self.manager = manager
         self.downloader = downloader
+        self.mirrors = mirrors ?? DaemonMirrors(downloader: downloader, settings: manager, logger: logger)
         self.secret = secret
         self.logger = logger
         self.globals = globals
@@ -61,7 +65,7 @@ public actor Aria2RPC {
         let access: Access
     }
 
-    /// aria2's methods, each named once, in aria2's order (`system.listMethods`). The GET form
+    /// aria2's methods, each named once, in aria2's order, then Haul's own (`system.listMethods`). The GET form
     /// answers only those that read: a browser sends that form from `<img>` and `<script>` of
     /// any page, so it must change nothing.
     static let table: [Method] = [
@@ -83,6 +87,9 @@ public actor Aria2RPC {
         .init(name: "aria2.forceShutdown", access: .changes), .init(name: "aria2.getGlobalStat", access: .reads),
         .init(name: "aria2.saveSession", access: .changes), .init(name: "system.multicall", access: .open),
         .init(name: "system.listMethods", access: .open), .init(name: "system.listNotifications", access: .open),
+        // Haul's own, name-spaced: folder trees kept in sync.
+        .init(name: "haul.addMirror", access: .changes), .init(name: "haul.tellMirrors", access: .reads),
+        .init(name: "haul.removeMirror", access: .changes), .init(name: "haul.runMirror", access: .changes),
     ]
 
     /// The methods' names, in ``table``'s order.

@@ -60,16 +60,17 @@ public enum Daemon {
         }
 
         let shutdownRequests = ShutdownRequests()
+        let mirrors = DaemonMirrors(downloader: downloader, settings: manager, logger: logger)
         let rpc = Aria2RPC(
             manager: manager, downloader: downloader, secret: configuration.secret,
-            globals: globalOptions(configuration), logger: logger,
+            globals: globalOptions(configuration), logger: logger, mirrors: mirrors,
             requestShutdown: { shutdownRequests.request() })
         await rpc.restoreSavedOptions(except: configuration.explicitOptions)
         let listener = Listener(
             configuration: configuration, rpc: rpc, notifier: notifier, metrics: metrics, logger: logger, onRunning: onRunning)
-        // Started first to last, shut down last to first: the manager saves every download
-        // first, its events end (so the notifier lets WebSocket clients go), then the
-        // listener stops.
+        // Started first to last, shut down last to first: the mirrors stop their runs first,
+        // the manager saves every download, its events end (so the notifier lets WebSocket
+        // clients go), then the listener stops.
         var services = ServiceGroupConfiguration(
             services: [
                 .init(service: listener, successTerminationBehavior: .gracefullyShutdownGroup),
@@ -79,6 +80,7 @@ public enum Daemon {
                 .init(
                     service: ManagerService(manager: manager, downloader: downloader),
                     successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(service: mirrors, successTerminationBehavior: .ignore),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         services.maximumGracefulShutdownDuration = .seconds(20)

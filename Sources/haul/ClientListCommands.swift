@@ -5,10 +5,15 @@ import HaulDaemon
 struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ls",
-        abstract: "List the daemon's downloads: active, then waiting and paused, then stopped.",
+        abstract: "List the daemon's downloads: active, then waiting and paused, then stopped; then its mirrors.",
         discussion: """
             Columns: GID, STATUS (active, waiting, paused, error, complete, removed), PROGRESS, SIZE, \
             SPEED, ETA, NAME. With --json, the aria2 status objects as the daemon sent them, for jq.
+
+            The daemon's mirrors (haul mirror --every) follow, a line each with their files grouped: \
+            ID, STATUS (active, waiting for the next run, complete, error), FILES (while it runs: \
+            done of those queued; else what the last run found new, updated, unchanged and \
+            deleted), SPEED, NEXT (when it runs again), and the URL and folder.
 
             Exit status: \(ClientExitStatus.summary)
             """,
@@ -33,11 +38,47 @@ struct ListCommand: AsyncParsableCommand {
         }
         if json {
             StandardOutput.line(JSONValue.array(downloads.map(\.json)).description)
-        } else if downloads.isEmpty {
+            return
+        }
+        if downloads.isEmpty {
             StandardOutput.line("no downloads")
         } else {
             StandardOutput.write(Self.table(downloads))
         }
+        let mirrors: JSONValue
+        do throws(ClientFailure) { mirrors = try await client.call("haul.tellMirrors") } catch { throw error.report() }
+        if let list = mirrors.array, !list.isEmpty {
+            StandardOutput.write("\n" + Self.mirrorTable(list, now: Date()))
+        }
+    }
+
+    /// The daemon's mirrors, a line each: their files grouped in counts.
+    static func mirrorTable(_ mirrors: [JSONValue], now: Date) -> String {
+        var rows = [["MIRROR", "STATUS", "FILES", "SPEED", "NEXT", "SOURCE"]]
+        for mirror in mirrors {
+            func number(_ key: String, in object: JSONValue? = nil) -> Int64 { (object ?? mirror)[key]?.integer ?? 0 }
+            let status = mirror["status"]?.string ?? "-"
+            var files = "-"
+            if status == "active" {
+                let all = number("numActive") + number("numWaiting") + number("numComplete") + number("numFailed")
+                files = "\(number("numComplete")) of \(all) done" + (number("numFailed") > 0 ? ", \(number("numFailed")) failed" : "")
+            } else if let last = mirror["last"] {
+                files = "\(number("new", in: last)) new, \(number("updated", in: last)) updated, \(number("unchanged", in: last)) unchanged"
+                if number("deleted", in: last) > 0 { files += ", \(number("deleted", in: last)) deleted" }
+                if number("failed", in: last) > 0 { files += ", \(number("failed", in: last)) failed" }
+            }
+            let speed = number("downloadSpeed")
+            var next = "-"
+            if let at = mirror["nextRun"]?.integer {
+                let wait = max(0, Double(at) - now.timeIntervalSince1970)
+                next = wait < 1 ? "now" : "in " + Format.duration(.seconds(wait))
+            }
+            rows.append([
+                mirror["id"]?.string ?? "-", status, files, status == "active" && speed > 0 ? Format.rate(Double(speed)) : "-", next,
+                "\(mirror["url"]?.string ?? "-") → \(mirror["dir"]?.string ?? "-")",
+            ])
+        }
+        return Table.render(rows, rightAligned: [3])
     }
 
     static func table(_ downloads: [RemoteDownload]) -> String {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Haul
+import HaulDaemon
 import Logging
 import Synchronization
 
@@ -64,6 +65,12 @@ struct MirrorCommand: AsyncParsableCommand {
     @Flag(name: [.short, .long], help: "Print nothing but errors.")
     var quiet = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Hand the mirror to the running daemon (of --state-dir), which runs it now and again this long after each run ends: 90s, 30m, 1h, 1d. Prints its id; haul ls shows it.",
+            valueName: "time"))
+    var every: String?
+
     @Option(help: "Folder for the download records (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
     var stateDir: String?
 
@@ -74,9 +81,14 @@ struct MirrorCommand: AsyncParsableCommand {
         if !(1...256).contains(maxConnectionsPerHost) { throw ValidationError("--max-connections-per-host must be between 1 and 256") }
         if !(0...1000).contains(level) { throw ValidationError("--level must be between 0 and 1000") }
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
+        if every != nil {
+            if dryRun || json { throw ValidationError("--every hands the mirror to the daemon: --dry-run and --json are for a run here") }
+            if checksums.checksumFile != nil { throw ValidationError("--every does not take --checksum-file: the daemon's mirrors do not verify against one") }
+        }
     }
 
     func run() async throws {
+        if let every { return try await handToDaemon(every: every) }
         var engine = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         engine.stallTimeout = .milliseconds(Int64(timeout * 1000))
         engine.logger = Logger(label: "haul")
@@ -140,5 +152,30 @@ struct MirrorCommand: AsyncParsableCommand {
             Terminal.write(summary.table(dryRun: dryRun, checksFiles: configuration.checksums != nil))
         }
         if !summary.errors.isEmpty { throw ExitCode(ExitStatus.code(for: summary.errors)) }
+    }
+
+    /// `--every`: `haul.addMirror` on the daemon; prints the mirror's id.
+    func handToDaemon(every: String) async throws {
+        var daemon = DaemonOptions()
+        daemon.stateDir = stateDir
+        let client = try daemon.connect()
+        var options = try transfer.aria2Options()
+        options["dir"] = .string(FilePaths.absolute(directory))
+        options["every"] = .string(every)
+        options["level"] = .string(String(level))
+        options["max-concurrent-downloads"] = .string(String(maxConcurrentDownloads))
+        if delete { options["delete"] = "true" }
+        if !include.isEmpty { options["include"] = .array(include.map { .string($0) }) }
+        if !exclude.isEmpty { options["exclude"] = .array(exclude.map { .string($0) }) }
+        do throws(ClientFailure) {
+            let answer = try await client.call("haul.addMirror", [.string(url), .object(options)])
+            guard let id = answer.string else { throw .unexpected("haul.addMirror", answer) }
+            StandardOutput.line(id)
+        } catch  where error.isRefusal {
+            Terminal.error("\(url): \(error.description)")
+            throw ExitCode(ClientExitStatus.refused)
+        } catch {
+            throw error.report()
+        }
     }
 }

@@ -158,3 +158,30 @@ extension WebPageTests {
         }
     }
 }
+
+extension WebPageTests {
+    @Test(.enabled(if: chromium != nil || isCI))
+    func showsTheDaemonsMirrorsALineEachAndRunsOrRemovesThem() async throws {
+        try await withPage { server, daemon, _, page in
+            let files = MirrorTests.serveTree(on: server, count: 4, size: 1000)
+            try await open(page, daemon)
+            try await waitConnected(page)
+            #expect(try await page.evaluate("document.getElementById('mirrors').hidden") == true)
+            let id = try #require(
+                try await daemon.call("haul.addMirror", [.string(server.url("/tree/")), ["dir": "tree", "every": "1h"]]).string)
+            let item = "document.querySelector('#mirrorList [data-mirror=\"\(id)\"]')"
+            try await page.waitFor("document.getElementById('mirrors').hidden", toBe: false)
+            try await page.waitFor("\(item).textContent.includes('\(files.count) new, 0 updated, 0 unchanged')", toBe: true)
+            #expect(try await page.evaluate("\(item).textContent.includes('next run in')") == true)
+            #expect(try await page.evaluate("\(item).textContent.includes('\(server.url("/tree/"))')") == true)
+
+            // Run now: the second run finds every file unchanged.
+            try await page.click("#mirrorList [data-mirror=\"\(id)\"] button[data-action=\"runMirror\"]")
+            try await page.waitFor("\(item).textContent.includes('0 new, 0 updated, \(files.count) unchanged')", toBe: true)
+            // Remove: gone from the page and from the daemon; the files stay.
+            try await page.click("#mirrorList [data-mirror=\"\(id)\"] button[data-action=\"removeMirror\"]")
+            try await page.waitFor("document.getElementById('mirrors').hidden", toBe: true)
+            #expect(try await daemon.call("haul.tellMirrors") == [])
+        }
+    }
+}

@@ -33,6 +33,13 @@ extension DownloadManager {
         try await store.saveSettings(settings, queue: queue)
     }
 
+    /// Forgets these settings of this manager's queue (names not kept are ignored).
+    ///
+    /// - Throws: ``DownloadError`` when the store cannot be written.
+    public func removeSettings(_ names: [String]) async throws(DownloadError) {
+        try await store.removeSettings(names, queue: queue)
+    }
+
     /// The store's error, once writing to it failed: every download stopped with it.
     public var failure: DownloadError? { storeFailure }
 

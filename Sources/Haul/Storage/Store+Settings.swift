@@ -21,4 +21,14 @@ extension Store {
             }
         }
     }
+
+    /// Removes these settings of `queue`, in one transaction.
+    func removeSettings(_ names: [String], queue: String) async throws(DownloadError) {
+        guard !names.isEmpty else { return }
+        try await write { db in
+            for name in names {
+                try db.execute(sql: "DELETE FROM setting WHERE queue = ? AND name = ?", arguments: [queue, name])
+            }
+        }
+    }
 }

@@ -157,12 +157,13 @@
     again = false;
     try {
       const plan = planPage();
-      const calls = [["aria2.getGlobalStat"], ...plan.calls];
+      const calls = [["aria2.getGlobalStat"], ...plan.calls, ["haul.tellMirrors"]];
       const detailGid = detail.gid;
       if (detailGid) calls.push(["aria2.tellStatus", detailGid]);
       const results = await rpc.multicall(calls);
       if (results[0].error) throw results[0].error;
       applyStat(results[0].value);
+      renderMirrors(results[1 + plan.calls.length].value || []);
       if (detailGid && detailGid === detail.gid && results[calls.length - 1].value) detail.update(results[calls.length - 1].value);
       if (plan.pending) showSearching();
       else render(plan.rows(results.slice(1, 1 + plan.calls.length)), plan.total());
@@ -193,6 +194,47 @@
     $("resumeAll").disabled = !counts.waiting;
     $("purge").disabled = !counts.stopped;
   }
+
+  // The daemon's mirrors (haul mirror --every), their files grouped: a line each.
+  function renderMirrors(mirrors) {
+    $("mirrors").hidden = mirrors.length === 0;
+    const n = (o, k) => Fmt.num(o && o[k]);
+    $("mirrorList").replaceChildren(...mirrors.map((m) => {
+      const li = Dom.el("li", "mirror " + m.status);
+      li.dataset.mirror = m.id;
+      const what = Dom.el("div", "mirror-what");
+      what.append(Dom.el("span", "mirror-url", m.url), Dom.el("span", "mirror-arrow", " → "), Dom.el("span", "mirror-dir", m.dir));
+      let files;
+      if (m.status === "active") {
+        const all = n(m, "numActive") + n(m, "numWaiting") + n(m, "numComplete") + n(m, "numFailed");
+        files = "Copying: " + Fmt.count(n(m, "numComplete")) + " of " + Fmt.count(all) + " files · " + Fmt.speed(m.downloadSpeed);
+      } else if (m.last) {
+        files = (m.last.interrupted === "true" ? "Stopped: " : "Last run: ") + Fmt.count(n(m.last, "new")) + " new, " +
+          Fmt.count(n(m.last, "updated")) + " updated, " + Fmt.count(n(m.last, "unchanged")) + " unchanged, " +
+          Fmt.count(n(m.last, "deleted")) + " deleted" + (n(m.last, "failed") ? ", " + Fmt.count(n(m.last, "failed")) + " failed" : "");
+      } else {
+        files = m.status === "waiting" ? "Not run yet" : "Last run failed";
+      }
+      if (m.nextRun) files += " · next run in " + Fmt.duration(Math.max(0, n(m, "nextRun") - Date.now() / 1000));
+      const facts = Dom.el("div", "mirror-facts", files);
+      const problem = m.problems && m.problems.length ? Dom.el("div", "mirror-problem", m.problems[0]) : null;
+      const actions = Dom.el("div", "mirror-actions");
+      actions.append(Dom.iconButton("runMirror", "retry", "Run this mirror now"), Dom.iconButton("removeMirror", "x", "Stop and forget this mirror (its files stay)", true));
+      li.append(what, facts, ...(problem ? [problem] : []), actions);
+      return li;
+    }));
+  }
+  $("mirrorList").addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-action]");
+    const item = event.target.closest("[data-mirror]");
+    if (!button || !item) return;
+    try {
+      await rpc.call(button.dataset.action === "runMirror" ? "haul.runMirror" : "haul.removeMirror", item.dataset.mirror);
+    } catch (e) {
+      Dom.toast(e.message || String(e));
+    }
+    refreshNow();
+  });
 
   function tabTotal() { return counts ? counts[view.tab] : 0; }
   function isQuery() { return view.search !== "" || view.filter !== "" || view.sort !== "queue" || view.desc; }

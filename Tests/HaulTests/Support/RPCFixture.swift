@@ -48,6 +48,7 @@ struct RPCFixture {
             secret: secret, shutdownRequested: counter)
         var failure: (any Error)?
         do { try await body(fixture) } catch { failure = error }
+        await rpc.mirrors.stopAll()
         await manager.shutdown()
         try? await downloader.shutdown()
         try? await server.shutdown()
