@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # A folder tree from a private nginx autoindex on 127.0.0.1: `wget -m -np`, `lftp mirror
 # --parallel=N`, `rclone copy` (http backend, when installed) and `haul mirror`, each a first copy
-# into an empty folder and then a resync with nothing changed. Prints wall and CPU time per run and
-# checks every copy with `diff -r` against the served tree.
+# into an empty folder, a resync with nothing changed, and a resync after four changes to the
+# served tree (a file rewritten with the same size and another time in the same minute, a file
+# whose size changed, a new file in a new folder, a removed file), which deletes what is gone
+# where the tool can (`lftp --delete`, `rclone sync`, `haul --delete`; wget cannot). Prints wall
+# and CPU time per run, checks every copy with `diff -r` against the served tree, and counts the
+# requests and body bytes nginx served for each pass.
 #
 #   bench/mirror-tree.sh [--folders N] [--files N] [--tools wget,lftp,rclone,haul] [--haul PATH] [-j N]
 #
@@ -14,6 +18,7 @@
 # -j N         parallel transfers for lftp, rclone and haul (default 16)
 # Loopback only. See bench/README.md for what is measured and the caveats.
 set -euo pipefail
+shopt -s extglob
 
 usage() { sed -n '2,/^# Loopback/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
@@ -59,6 +64,7 @@ fi
 
 cleanup() {
     set +e
+    [[ -d "$RUN/keep" && ! -f "$TREE/.done" ]] && restore_tree
     stop_nginx
     rm -rf "$RUN"   # the tree stays under $WORK/www for the next run
 }
@@ -87,18 +93,39 @@ COUNT=$(find "$TREE" -type f ! -name '.done' | wc -l)
 
 mkdir -p "$RUN"
 NGINX_SERVER_EXTRA="location /tree/ { alias \"$TREE/\"; autoindex on; }" NGINX_WORKER_CONNECTIONS=1024 \
-    start_nginx "$RUN/nginx" "$WORK/www" || exit 2
+    NGINX_ACCESS_LOG_FORMAT='$request_method $status $body_bytes_sent' start_nginx "$RUN/nginx" "$WORK/www" || exit 2
 URL=http://127.0.0.1:$PORT/tree/
 
-command_for() {   # TOOL
-    local out=$RUN/out/$1
+command_for() {   # TOOL [PASS]: with PASS "changed", the command that also deletes what is gone
+    local out=$RUN/out/$1 changed=${2:-}
     case "$1" in
         # -nH --cut-dirs=1: the tree at OUT's top; the listings are fetched to be read, then removed.
         wget) echo "wget -q -m -np -nH --cut-dirs=1 -e robots=off --reject index.html* -P $out $URL" ;;
-        lftp) echo "lftp -c mirror --parallel=$JOBS $URL $out" ;;
-        rclone) echo "rclone copy -q --transfers $JOBS --checkers $JOBS --http-url $URL :http: $out" ;;
-        haul) echo "$HAUL mirror -q -j $JOBS $URL $out --state-dir $RUN/state" ;;
+        lftp) echo "lftp -c mirror ${changed:+--delete }--parallel=$JOBS $URL $out" ;;
+        rclone) echo "rclone $([[ -n "$changed" ]] && echo sync || echo copy) -q --transfers $JOBS --checkers $JOBS --http-url $URL :http: $out" ;;
+        haul) echo "$HAUL mirror -q ${changed:+--delete }-j $JOBS $URL $out --state-dir $RUN/state" ;;
     esac
+}
+
+# The four changes, and putting the tree back as it was (with its times) for the next tool. The
+# tree's .done goes while it is changed: a run cut short makes it again.
+KEEP=$RUN/keep
+change_tree() {
+    rm -f "$TREE/.done"
+    mkdir -p "$KEEP"
+    cp -p "$TREE/d3/f4.bin" "$KEEP/rewritten"; cp -p "$TREE/d5/f6.bin" "$KEEP/resized"; cp -p "$TREE/d7/f8.bin" "$KEEP/removed"
+    local size mtime
+    size=$(stat -c %s "$TREE/d3/f4.bin"); mtime=$(stat -c %Y "$TREE/d3/f4.bin")
+    head -c "$size" /dev/urandom > "$TREE/d3/f4.bin"
+    touch -d "@$(( mtime - mtime % 60 + (mtime % 60 + 17) % 60 ))" "$TREE/d3/f4.bin"
+    head -c 12345 /dev/urandom > "$TREE/d5/f6.bin"
+    mkdir -p "$TREE/new folder"; head -c 3000 /dev/urandom > "$TREE/new folder/fresh.bin"
+    rm "$TREE/d7/f8.bin"
+}
+restore_tree() {
+    cp -p "$KEEP/rewritten" "$TREE/d3/f4.bin"; cp -p "$KEEP/resized" "$TREE/d5/f6.bin"; cp -p "$KEEP/removed" "$TREE/d7/f8.bin"
+    rm -rf "$TREE/new folder"
+    touch "$TREE/.done"
 }
 
 echo "== $0 ${*:-}"
@@ -111,16 +138,21 @@ echo
 FAILED=0
 for tool in "${TOOLS[@]}"; do
     rm -rf "$RUN/out/$tool" "$RUN/state"; mkdir -p "$RUN/out"; sync
-    for pass in first resync; do
+    for pass in first resync changed; do
+        [[ "$pass" == changed ]] && change_tree
         status=0
+        logged=$(wc -l < "$RUN/nginx/access.log" 2>/dev/null || echo 0)
         # shellcheck disable=SC2046  # split on purpose: no spaces in the command's paths
-        /usr/bin/time -f '%e %U %S' -o "$RUN/time.txt" $(command_for "$tool") > "$RUN/tool.log" 2>&1 || status=$?
+        /usr/bin/time -f '%e %U %S' -o "$RUN/time.txt" $(command_for "$tool" "${pass/#@(first|resync)/}") > "$RUN/tool.log" 2>&1 || status=$?
         read -r wall user sys < "$RUN/time.txt"
+        # What nginx served this pass: requests, and file bodies (200s with bytes, listings too).
+        served=$(tail -n +$(( logged + 1 )) "$RUN/nginx/access.log" | awk '{ n++; if ($1 != "HEAD") b += $3 } END { printf "%d requests, %d KiB of bodies", n, b / 1024 }')
         # The wget copy also holds nothing but the tree once its listings are gone.
-        if diff -r -x .done "$TREE" "$RUN/out/$tool" > "$RUN/diff.txt" 2>&1; then verdict=ok; else verdict="DIFFERS ($(wc -l < "$RUN/diff.txt") lines of diff -r)"; FAILED=1; fi
+        if diff -r -x .done "$TREE" "$RUN/out/$tool" > "$RUN/diff.txt" 2>&1; then verdict=ok; else verdict="DIFFERS ($(wc -l < "$RUN/diff.txt") lines of diff -r: $(head -c 300 "$RUN/diff.txt" | tr '\n' ' '))"; [[ "$pass" == changed && "$tool" != haul ]] || FAILED=1; fi
         (( status != 0 )) && { verdict="exit status $status; $verdict"; FAILED=1; }
-        printf '%-7s %-7s wall %7.2f s  cpu %6.2f s  %s\n' "$tool" "$pass" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$verdict"
+        printf '%-7s %-8s wall %7.2f s  cpu %6.2f s  %s; %s\n' "$tool" "$pass" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$served" "$verdict"
         [[ -s "$RUN/tool.log" ]] && head -n 3 "$RUN/tool.log" | sed 's/^/     /'
+        [[ "$pass" == changed ]] && restore_tree
     done
 done
 exit $FAILED

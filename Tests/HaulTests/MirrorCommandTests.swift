@@ -64,11 +64,39 @@ struct MirrorCommandTests {
             #expect(counts["unchanged"] == files.count && counts["new"] == 0 && counts["updated"] == 0)
             let resync = nginx.accessLog().dropFirst(before).filter { !$0.path.hasSuffix("/") }
             #expect(resync.count == files.count)
-            // One conditional request a file, answered without a body.
-            #expect(resync.allSatisfy { $0.status == 304 && $0.bodyBytesSent == 0 }, "\(resync.filter { $0.status != 304 })")
-            // On kept-alive connections: at most one a download slot (-j 16 by default), not one a file.
-            #expect(Set(resync.map(\.connection)).count <= 16, "\(Set(resync.map(\.connection)).count) connections")
+            // One conditional HEAD a file, answered 304.
+            #expect(
+                resync.allSatisfy { $0.method == "HEAD" && $0.status == 304 && $0.bodyBytesSent == 0 },
+                "\(resync.filter { $0.method != "HEAD" || $0.status != 304 })")
+            // On kept-alive connections, not one a file: the files' requests take turns on the
+            // connections of the download slots (-j 16 by default) and of the listings read at
+            // once (8), which the files reuse once their listings are read.
+            let connections = Set(nginx.accessLog().dropFirst(before).map(\.connection)).count
+            #expect(connections <= 16 + 8, "\(connections) connections")
             #expect(Self.read(dir.file("copy")) == files)
+        }
+    }
+
+    @Test func aResyncOfManyFilesKeepsItsConnections() async throws {
+        guard Self.hasNginx else { return }
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var files: [String: [UInt8]] = [:]
+        for index in 0..<800 { files["d\(index % 4)/f\(index).bin"] = testBytes(200 + index % 300, seed: UInt64(index)) }
+        try Self.write(files, into: dir, under: "www")
+        try await NginxServer.withServer(root: dir.file("www"), options: .init()) { nginx in
+            let arguments = ["mirror", "-q", "--state-dir", dir.file("state"), nginx.url("/autoindex/"), dir.file("copy")]
+            let (first, firstErrors) = try await HaulProcess.run(arguments, in: dir.path)
+            #expect(first == 0, "\(firstErrors)")
+            let before = nginx.accessLog().count
+            let (second, secondErrors) = try await HaulProcess.run(arguments, in: dir.path)
+            #expect(second == 0, "\(secondErrors)")
+            let resync = nginx.accessLog().dropFirst(before)
+            #expect(resync.filter { $0.method == "HEAD" && $0.status == 304 }.count == files.count)
+            // An answer without a body goes back to the pool whole: 800 files take turns on the
+            // connections of the download slots (-j 16) and of the listings (8), never more.
+            let connections = Set(resync.map(\.connection)).count
+            #expect(connections <= 16 + 8, "\(connections) connections for \(resync.count) requests")
         }
     }
 

@@ -114,3 +114,46 @@ import Testing
         try await server.shutdown()
     }
 }
+
+extension MirrorTests {
+    @Test func aResyncAsksWithOneConditionalHEADAndOnlyAChangedFilesBodyIsSentOnce() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var files = Self.serveTree(on: server, count: 6, size: 5000)
+        // One route refuses HEAD: it is asked with a conditional GET instead.
+        var noHead = Route(content: files["f1.bin"]!)
+        noHead.headAllowed = false
+        server.serve("/tree/f1.bin", noHead)
+        let configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            _ = try await Mirror(configuration, downloader: downloader).run()
+            files["f0.bin"] = testBytes(7000, seed: 77)
+            server.serve("/tree/f0.bin", Route(content: files["f0.bin"]!))
+            let before = Dictionary(uniqueKeysWithValues: files.keys.map { ($0, server.stats("/tree/" + $0)) })
+
+            let summary = try await Mirror(configuration, downloader: downloader).run()
+            #expect(summary.updated == 1 && summary.unchanged == files.count - 1 && summary.failed == 0)
+            #expect(MirrorCommandTests.read(dir.file("copy")) == files)
+            for name in files.keys {
+                let stats = server.stats("/tree/" + name)
+                let asked = stats.requests.dropFirst(before[name]!.requests.count)
+                let sent = stats.bodyBytesSent - before[name]!.bodyBytesSent
+                switch name {
+                case "f0.bin":
+                    // Asked with a HEAD (200: changed), then fetched once, its body sent once.
+                    #expect(asked.map(\.method) == ["HEAD", "GET"], "\(asked.map(\.method))")
+                    #expect(sent == 7000)
+                case "f1.bin":
+                    #expect(asked.map(\.method) == ["HEAD", "GET"] && asked.last?.status == 304, "\(asked.map { ($0.method, $0.status) })")
+                    #expect(sent == 0)
+                default:
+                    #expect(asked.map(\.method) == ["HEAD"] && asked.first?.status == 304, "\(name): \(asked.map { ($0.method, $0.status) })")
+                    #expect(asked.first?.header("If-None-Match") != nil)
+                    #expect(sent == 0)
+                }
+            }
+        }
+        try await server.shutdown()
+    }
+}

@@ -114,22 +114,68 @@ extension DownloadRunner {
             let probe = try await retrying(&retry) { () async throws(DownloadError) in try await self.probe() }
             return probe.totalLength == bytes ? unchanged : nil
         }
-        var conditions: [(String, String)] = []
-        if let etag = known.etag { conditions.append(("If-None-Match", etag)) }
-        if let lastModified = known.lastModified { conditions.append(("If-Modified-Since", lastModified)) }
-        let answer = try await retrying(&retry) { () async throws(DownloadError) in
-            let answer = try await transport.send(.GET, url: request.url, headers: headers + conditions, stallTimeout: stallTimeout)
-            guard answer.head.status == 304 || answer.head.status == 200 else { throw answer.head.error }
-            return answer
+        let answer = try await conditional(.GET, since: known, &retry)
+        if answer.head.status == 304 {
+            // Read to its end (it has none), so that the connection goes back to the pool
+            // rather than being closed as an answer dropped halfway would be.
+            await HTTPTransport.discard(answer.body)
+            return unchanged
         }
-        if answer.head.status == 304 { return unchanged }
+        // A 200 is not read if unneeded: dropping it closes the connection.
+        if Self.saysUnchanged(answer, bytes: bytes, known: known) { return unchanged }
         let probe = ProbeResult(answer.head, url: answer.url)
-        // A server that ignores conditions but sends the same validators sent the same file.
-        if probe.totalLength == bytes, !probe.validators.isEmpty, probe.validators == known { return unchanged }
         logger.debug("changed on the server", metadata: ["path": "\(path)"])
         guard let part = try lockNow(partOf: path, in: openFolder(of: path)) else { return nil }
         events.resolved(path)
         return try await transfer(to: path, part: part, probe: probe, first: answer, replacing: true, retry: &retry)
+    }
+}
+
+extension DownloadRunner {
+    /// One request with `known`'s conditions (`If-None-Match`, `If-Modified-Since`), retried
+    /// like a download; its answer is a 304 or a 200, whose body (of a GET) is left unread.
+    func conditional(_ method: HTTPMethod, since known: Validators, _ retry: inout RetryPolicy) async throws(DownloadError) -> HTTPAnswer {
+        var conditions: [(String, String)] = []
+        if let etag = known.etag { conditions.append(("If-None-Match", etag)) }
+        if let lastModified = known.lastModified { conditions.append(("If-Modified-Since", lastModified)) }
+        return try await retrying(&retry) { () async throws(DownloadError) in
+            let answer = try await transport.send(method, url: request.url, headers: headers + conditions, stallTimeout: stallTimeout)
+            let status = answer.head.status
+            // A HEAD refused is not asked again: a GET is the way to ask that server.
+            if method == .HEAD, status == 405 || status == 501 { throw .invalidRequest("the server refuses HEAD (\(status))") }
+            guard status == 304 || status == 200 else { throw answer.head.error }
+            return answer
+        }
+    }
+
+    /// Whether a conditional request's answer says the file of `bytes` saved with `known` is
+    /// unchanged: a 304, or a server that ignores conditions but sends the same validators
+    /// and length (it sent the same file).
+    static func saysUnchanged(_ answer: HTTPAnswer, bytes: Int64, known: Validators) -> Bool {
+        if answer.head.status == 304 { return true }
+        let probe = ProbeResult(answer.head, url: answer.url)
+        return probe.totalLength == bytes && !probe.validators.isEmpty && probe.validators == known
+    }
+
+    /// Asks the server whether the file of `bytes` saved with `known` (not empty) changed: one
+    /// conditional HEAD, so that a changed file's body is not sent only to be dropped; nothing
+    /// is written. A server that refuses HEAD (405, 501) throws: ask it with a GET.
+    func isUnchanged(since known: Validators, bytes: Int64) async throws(DownloadError) -> Bool {
+        if !validated { try request.validate() }
+        var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        let answer = try await conditional(.HEAD, since: known, &retry)
+        // An answer without a body, read to its end: the connection goes back to the pool.
+        await HTTPTransport.discard(answer.body)
+        return Self.saysUnchanged(answer, bytes: bytes, known: known)
+    }
+}
+
+extension Downloader {
+    /// Whether the file at the request's URL, saved before as `bytes` with `known` validators
+    /// (not empty), is unchanged on the server: one conditional `HEAD`, with the request's
+    /// network options, credentials and retries; nothing is written.
+    package func isUnchanged(_ request: DownloadRequest, since known: Validators, bytes: Int64) async throws(DownloadError) -> Bool {
+        try await runner(request, id: .next(), events: .init()).isUnchanged(since: known, bytes: bytes)
     }
 }
 

@@ -181,8 +181,13 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
+        try await restore(rows: try await store.rows(queue: queue))
+    }
+
+    /// ``restore()`` from the queue's rows, read just before (``storedDownloadsAndRows()``).
+    func restore(rows: [DownloadRow]) async throws(DownloadError) {
         try await loadCounters()
-        for row in try await store.rows(queue: queue) where !book.entries.contains(row.id) {
+        for row in rows where !book.entries.contains(row.id) {
             book.insert(restoredEntry(row))
             if [.queued, .paused, .running].contains(row.status), !row.recorded.isEmpty {
                 board.update(
@@ -240,10 +245,15 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     package func storedDownloads() async throws(DownloadError) -> [Download] {
+        try await storedDownloadsAndRows().map(\.download)
+    }
+
+    /// ``storedDownloads()``, each with its row: what the store knows of its file.
+    func storedDownloadsAndRows() async throws(DownloadError) -> [(download: Download, row: DownloadRow)] {
         let rows = try await store.rows(queue: queue)
         // Describing a row as restore() would must not move the manager's own counter.
         let finishOrder = book.nextFinishOrder
-        let downloads = rows.map { describe(restoredEntry($0)) }
+        let downloads = rows.map { (describe(restoredEntry($0)), $0) }
         book.nextFinishOrder = finishOrder
         return downloads
     }

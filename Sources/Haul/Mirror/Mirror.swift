@@ -149,11 +149,11 @@ public final class Mirror: Sendable {
     /// - Throws: a ``DownloadError`` when the mirror's records cannot be read (the store).
     public func run(_ events: @escaping @Sendable (Event) -> Void = { _ in }) async throws(DownloadError) -> Summary {
         let configuration = configuration
-        let earlier: [String: DownloadManager.Download]
+        let earlier: [(download: DownloadManager.Download, row: DownloadRow)]
         do throws(DownloadError) {
-            earlier = MirrorQueue.byFile(try await manager.storedDownloads())
+            earlier = try await manager.storedDownloadsAndRows()
             // Unfinished files of an earlier run continue now (not in a dry run, which changes nothing).
-            if !configuration.dryRun { try await manager.restore() }
+            if !configuration.dryRun { try await manager.restore(rows: earlier.map(\.row)) }
         } catch {
             await manager.shutdown()
             throw error
@@ -165,10 +165,19 @@ public final class Mirror: Sendable {
         walk.accepts = { [include = configuration.include, exclude = configuration.exclude] path, isDirectory in
             Glob.accepts(path, isDirectory: isDirectory, include: include, exclude: exclude)
         }
-        walk.isStopped = { [weak self] in self?.isStopped ?? true }
-        let report = await walk.run(with: downloader) { [manager] files in
+        let stopped: @Sendable () -> Bool = { [weak self] in self?.isStopped ?? true }
+        walk.isStopped = stopped
+        let (downloader, manager) = (downloader, manager)
+        let checking = Task {
+            await run.check(
+                with: downloader, manager: manager,
+                limit: min(configuration.maxConcurrentDownloads, configuration.maxConnectionsPerHost), isStopped: stopped)
+        }
+        let report = await walk.run(with: downloader) { files in
             await run.queue(files, manager: manager)
         }
+        run.finishChecks()
+        await checking.value
         for (listing, error) in report.failures {
             events(.problem("cannot read the listing \(URLRedaction.redact(listing)): \(error.message)"))
         }

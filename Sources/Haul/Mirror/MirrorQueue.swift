@@ -11,11 +11,4 @@ enum MirrorQueue {
         let hex = String(hash, radix: 16)
         return "mirror-" + String(repeating: "0", count: 16 - hex.count) + hex
     }
-
-    /// Downloads by the file each writes.
-    static func byFile(_ downloads: [DownloadManager.Download]) -> [String: DownloadManager.Download] {
-        var files: [String: DownloadManager.Download] = [:]
-        for download in downloads { files[download.request.destination.path] = download }
-        return files
-    }
 }

@@ -8,7 +8,19 @@ final class MirrorRun: Sendable {
     private var root: String { configuration.directory }
     /// The mirror's downloads from earlier runs, by file.
     private let earlier: [String: DownloadManager.Download]
+    /// The rows of the completed ones, by file: what was saved, and the validators to ask with.
+    private let completed: [String: DownloadRow]
     private let events: @Sendable (Mirror.Event) -> Void
+    /// Files copied before, each to be asked about with one conditional request (``check(with:manager:)``).
+    private let checks: AsyncStream<Check>
+    private let checksContinuation: AsyncStream<Check>.Continuation
+
+    /// A file copied before, unchanged on disk since, to ask the server about.
+    struct Check: Sendable {
+        var request: DownloadRequest
+        var row: DownloadRow
+        var listed: Bool
+    }
 
     private struct State {
         /// Files the listings hold now.
@@ -23,12 +35,21 @@ final class MirrorRun: Sendable {
     private let state = Mutex(State())
 
     init(
-        configuration: Mirror.Configuration, earlier: [String: DownloadManager.Download],
+        configuration: Mirror.Configuration, earlier: [(download: DownloadManager.Download, row: DownloadRow)],
         events: @escaping @Sendable (Mirror.Event) -> Void
     ) {
         self.configuration = configuration
-        self.earlier = earlier
+        var byFile: [String: DownloadManager.Download] = [:]
+        var completed: [String: DownloadRow] = [:]
+        for (download, row) in earlier {
+            let path = download.request.destination.path
+            byFile[path] = download
+            completed[path] = download.status == .completed ? row : nil
+        }
+        self.earlier = byFile
+        self.completed = completed
         self.events = events
+        (checks, checksContinuation) = AsyncStream.makeStream()
     }
 
     /// Queues one listing's files into the manager (or, dry, says what would be fetched).
@@ -76,10 +97,89 @@ final class MirrorRun: Sendable {
             // The tree stays inside DIR, whatever links are planted there while it runs.
             request.confinement = root
             request.checksum = checksum
+            if let row = completed[path], Self.isAsWritten(row, path: path) {
+                // Copied before and untouched since: one conditional HEAD, off the manager,
+                // says whether it changed.
+                checksContinuation.yield(Check(request: request, row: row, listed: checksum != nil))
+                continue
+            }
             requests.append(request)
             copiedBefore.append(before?.status == .completed)
             listed.append(checksum != nil)
         }
+        await add(requests, copiedBefore: copiedBefore, listed: listed, manager: manager)
+    }
+
+    /// Whether the file a completed row describes is still as the mirror wrote it (its size
+    /// and modification time), and the row has validators to ask the server with.
+    static func isAsWritten(_ row: DownloadRow, path: String) -> Bool {
+        var info = stat()
+        guard !row.validators.isEmpty, let bytes = row.resultBytes, let recorded = row.fileModified,
+            lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == bytes
+        else { return false }
+        let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        return abs(modified - recorded) < 1e-6
+    }
+
+    /// Asks the server about each file copied before as the walk finds it (one conditional
+    /// `HEAD`), at most `limit` at once and each on a connection slot of the manager's hosts:
+    /// an unchanged one (`304`) costs nothing more, and its row is not written; a changed one
+    /// (or one the server cannot answer for, or whose HEAD it refuses) goes to the manager,
+    /// which asks again with a conditional GET and fetches it (its old copy stays until the new
+    /// one is complete). No body is sent only to be dropped.
+    /// Returns once ``finishChecks()`` was called and every file was asked about.
+    func check(with downloader: Downloader, manager: DownloadManager, limit: Int, isStopped: @escaping @Sendable () -> Bool) async {
+        await withTaskGroup(of: Void.self) { group in
+            var running = 0
+            for await check in checks {
+                guard !isStopped() else { continue }
+                if running >= limit {
+                    await group.next()
+                    running -= 1
+                }
+                running += 1
+                group.addTask {
+                    let host = HostConnections.host(of: check.request.url)
+                    guard await Self.slot(on: manager.hosts, host: host, isStopped: isStopped) else { return }
+                    defer { manager.hosts.release(1, host: host) }
+                    let unchanged: Bool
+                    do throws(DownloadError) {
+                        unchanged = try await downloader.isUnchanged(
+                            check.request, since: check.row.validators, bytes: check.row.resultBytes ?? -1)
+                    } catch {
+                        // The manager asks again and reports what fails, as for any file.
+                        unchanged = false
+                    }
+                    if unchanged {
+                        self.state.withLock { $0.summary.unchanged += 1 }
+                    } else {
+                        await self.add([check.request], copiedBefore: [true], listed: [check.listed], manager: manager)
+                    }
+                }
+            }
+        }
+    }
+
+    /// No more files to ask about: ``check(with:manager:limit:isStopped:)`` returns once the
+    /// ones given are answered.
+    func finishChecks() { checksContinuation.finish() }
+
+    /// Waits for a free connection slot of `host`, which the caller then holds until it
+    /// releases it; false (no slot) once the run is stopped.
+    private static func slot(on hosts: HostConnections, host: String, isStopped: @Sendable () -> Bool) async -> Bool {
+        while hosts.acquire(upTo: 1, host: host) == 0 {
+            if isStopped() { return false }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        if isStopped() {
+            hosts.release(1, host: host)
+            return false
+        }
+        return true
+    }
+
+    /// Queues files on the manager; `copiedBefore` and `listed` go with each.
+    private func add(_ requests: [DownloadRequest], copiedBefore: [Bool], listed: [Bool], manager: DownloadManager) async {
         guard !requests.isEmpty else { return }
         do throws(DownloadError) {
             // Copied before: one conditional request says whether it changed.
