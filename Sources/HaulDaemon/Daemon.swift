@@ -60,7 +60,8 @@ public enum Daemon {
         }
 
         let shutdownRequests = ShutdownRequests()
-        let mirrors = DaemonMirrors(downloader: downloader, settings: manager, logger: logger)
+        let mirrors = DaemonMirrors(
+            downloader: downloader, settings: manager, logger: logger, maxConnectionsPerHost: configuration.maxConnectionsPerHost)
         let rpc = Aria2RPC(
             manager: manager, downloader: downloader, secret: configuration.secret,
             globals: globalOptions(configuration), logger: logger, mirrors: mirrors,

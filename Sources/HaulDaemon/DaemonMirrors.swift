@@ -78,14 +78,20 @@ actor DaemonMirrors: Service {
     /// The daemon's manager, whose saved settings keep the definitions.
     let settings: DownloadManager
     let logger: Logger
+    /// The daemon's `--max-connections-per-host`, which each mirror's files keep to.
+    let maxConnectionsPerHost: Int
     private(set) var definitions: [String: Definition] = [:]
     private var running: [String: (mirror: Mirror, task: Task<Void, Never>)] = [:]
-    private var loaded = false
+    /// Reading the kept definitions, once; every caller waits for it.
+    private var loading: Task<Void, Never>?
+    /// Set by ``stopAll()``: no run starts after it.
+    private var stopping = false
 
-    init(downloader: Downloader, settings: DownloadManager, logger: Logger) {
+    init(downloader: Downloader, settings: DownloadManager, logger: Logger, maxConnectionsPerHost: Int = 16) {
         self.downloader = downloader
         self.settings = settings
         self.logger = logger
+        self.maxConnectionsPerHost = maxConnectionsPerHost
     }
 
     /// A mirror's id: the 16 hex digits of its queue's name (one per URL and folder).
@@ -108,25 +114,32 @@ actor DaemonMirrors: Service {
         await stopAll()
     }
 
-    /// Reads the definitions kept in the store (once).
+    /// Reads the definitions kept in the store (once; a second caller waits for the first).
     func load() async {
-        guard !loaded else { return }
-        loaded = true
+        if loading == nil { loading = Task { await self.read() } }
+        await loading?.value
+    }
+
+    private func read() async {
         let saved: [String: String]
         do { saved = try await settings.savedSettings() } catch {
             logger.error("the daemon's mirrors could not be read, none runs: \(error.message)")
             return
         }
         for (name, json) in saved where name.hasPrefix(Self.settingPrefix) {
-            do {
-                definitions[String(name.dropFirst(Self.settingPrefix.count))] = try JSONDecoder().decode(Definition.self, from: Data(json.utf8))
-            } catch {
-                logger.error("the daemon's mirror \(name) could not be read, it does not run: \(error)")
+            let id = String(name.dropFirst(Self.settingPrefix.count))
+            // A mirror added while they were read is newer than what was kept.
+            guard definitions[id] == nil else { continue }
+            guard let definition = try? JSONDecoder().decode(Definition.self, from: Data(json.utf8)) else {
+                logger.error("the daemon's mirror \(id) is not a mirror this version can read, it does not run; add it again")
+                continue
             }
+            definitions[id] = definition
         }
     }
 
     func stopAll() async {
+        stopping = true
         let runs = running.values
         for run in runs { await run.mirror.stop() }
         for run in runs { await run.task.value }
@@ -147,13 +160,19 @@ actor DaemonMirrors: Service {
         await load()
         let id = Self.id(of: definition.configuration)
         var definition = definition
-        if let earlier = definitions[id] {
+        definition.maxConnectionsPerHost = maxConnectionsPerHost
+        let earlier = definitions[id]
+        if let earlier {
             (definition.lastStarted, definition.lastEnded, definition.last, definition.problems) = (
                 earlier.lastStarted, earlier.lastEnded, earlier.last, earlier.problems
             )
         }
-        try await save(definition, id: id)
+        // In memory first: a run that ends while this is saved records what it did on it.
         definitions[id] = definition
+        do { try await save(definition, id: id) } catch {
+            definitions[id] = earlier
+            throw error
+        }
         if running[id] == nil { await start(id) }
         return id
     }
@@ -161,9 +180,13 @@ actor DaemonMirrors: Service {
     /// Stops and forgets a mirror; its files and its records stay (adding it again continues).
     func remove(_ id: String) async throws(DownloadError) -> Bool {
         await load()
-        guard definitions[id] != nil else { return false }
-        try await settings.removeSettings([Self.settingPrefix + id])
+        guard let definition = definitions[id] else { return false }
+        // Forgotten in memory first: a run that ends meanwhile does not save it again.
         definitions[id] = nil
+        do { try await settings.removeSettings([Self.settingPrefix + id]) } catch {
+            definitions[id] = definition
+            throw error
+        }
         if let run = running[id] {
             await run.mirror.stop()
             await run.task.value
@@ -190,7 +213,7 @@ actor DaemonMirrors: Service {
     /// Starts a run, and keeps that it started: a run that has not ended at the next start of
     /// the daemon (a crash) runs again.
     private func start(_ id: String) async {
-        guard var definition = definitions[id], running[id] == nil else { return }
+        guard !stopping, var definition = definitions[id], running[id] == nil else { return }
         definition.lastStarted = Date()
         definition.problems = []
         definitions[id] = definition

@@ -10,7 +10,7 @@ struct ListCommand: AsyncParsableCommand {
             Columns: GID, STATUS (active, waiting, paused, error, complete, removed), PROGRESS, SIZE, \
             SPEED, ETA, NAME. With --json, the aria2 status objects as the daemon sent them, for jq.
 
-            The daemon's mirrors (haul mirror --every) follow, a line each with their files grouped: \
+            The daemon's mirrors (haul mirror --every) follow the table (not the JSON), a line each with their files grouped: \
             ID, STATUS (active, waiting for the next run, complete, error), FILES (while it runs: \
             done of those queued; else what the last run found new, updated, unchanged and \
             deleted), SPEED, NEXT (when it runs again), and the URL and folder.
@@ -46,7 +46,14 @@ struct ListCommand: AsyncParsableCommand {
             StandardOutput.write(Self.table(downloads))
         }
         let mirrors: JSONValue
-        do throws(ClientFailure) { mirrors = try await client.call("haul.tellMirrors") } catch { throw error.report() }
+        do throws(ClientFailure) {
+            mirrors = try await client.call("haul.tellMirrors")
+        } catch  where error.isRefusal {
+            // A daemon of an older Haul has no mirrors to list.
+            return
+        } catch {
+            throw error.report()
+        }
         if let list = mirrors.array, !list.isEmpty {
             StandardOutput.write("\n" + Self.mirrorTable(list, now: Date()))
         }

@@ -67,7 +67,7 @@ struct MirrorCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Hand the mirror to the running daemon (of --state-dir), which runs it now and again this long after each run ends: 90s, 30m, 1h, 1d. Prints its id; haul ls shows it.",
+            "Hand the mirror to the running daemon (of --state-dir), which runs it now and again this long after each run ends: 90s, 30m, 1h, 1d; the daemon's own --timeout and --max-connections-per-host apply. Prints its id; haul ls shows it.",
             valueName: "time"))
     var every: String?
 

@@ -157,3 +157,50 @@ extension MirrorTests {
         try await server.shutdown()
     }
 }
+
+extension MirrorTests {
+    @Test func withOneConnectionPerHostChangedAndNewFilesStillRunAfterTheChecks() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var files = Self.serveTree(on: server, count: 5, size: 3000)
+        var configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        configuration.maxConnectionsPerHost = 1
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            _ = try await Mirror(configuration, downloader: downloader).run()
+            // One file changes; the checks hold the host's only slot in turn, and the download
+            // of the changed file, set aside meanwhile, must start once they give it back.
+            files["f2.bin"] = testBytes(3100, seed: 55)
+            server.serve("/tree/f2.bin", Route(content: files["f2.bin"]!))
+            let summary = try await Mirror(configuration, downloader: downloader).run()
+            #expect(summary.updated == 1 && summary.unchanged == files.count - 1 && summary.failed == 0, "\(summary.errors)")
+            #expect(MirrorCommandTests.read(dir.file("copy")) == files)
+        }
+        try await server.shutdown()
+    }
+
+    @Test func aFileEditedHereKeepsItsPlaceWhenTheServerDropsIt() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        _ = Self.serveTree(on: server, count: 2, size: 1000)
+        var configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        configuration.deletesGone = true
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            _ = try await Mirror(configuration, downloader: downloader).run()
+            // Edited here with the same size (a later time), then gone from the server.
+            let edited = testBytes(1000, seed: 9)
+            try? await Task.sleep(for: .milliseconds(20))
+            #expect(FileManager.default.createFile(atPath: dir.file("copy/f0.bin"), contents: Data(edited)))
+            var listing = Route(content: Array("<a href=\"f1.bin\">f1.bin</a><a href=\"sub/\">sub/</a>".utf8))
+            listing.contentType = "text/html"
+            server.serve("/tree/", listing)
+            let events = Mutex<[Mirror.Event]>([])
+            let summary = try await Mirror(configuration, downloader: downloader).run { event in events.withLock { $0.append(event) } }
+            #expect(summary.deleted == 0)
+            #expect(dir.exists("copy/f0.bin") && Array(FileManager.default.contents(atPath: dir.file("copy/f0.bin")) ?? Data()) == edited)
+            #expect(events.withLock { $0 }.contains { $0.description.contains("kept") && $0.description.contains("f0.bin") })
+        }
+        try await server.shutdown()
+    }
+}

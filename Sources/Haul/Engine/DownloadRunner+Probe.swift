@@ -158,11 +158,12 @@ extension DownloadRunner {
     }
 
     /// Asks the server whether the file of `bytes` saved with `known` (not empty) changed: one
-    /// conditional HEAD, so that a changed file's body is not sent only to be dropped; nothing
-    /// is written. A server that refuses HEAD (405, 501) throws: ask it with a GET.
+    /// conditional HEAD, so that a changed file's body is not sent only to be dropped, tried
+    /// once; nothing is written. A server that refuses HEAD (405, 501) throws: ask it with a GET.
     func isUnchanged(since known: Validators, bytes: Int64) async throws(DownloadError) -> Bool {
         if !validated { try request.validate() }
-        var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
+        // One try: what fails is asked again by the download that follows, with its retries.
+        var retry = RetryPolicy(maxTries: 1, baseWait: request.retryWait)
         let answer = try await conditional(.HEAD, since: known, &retry)
         // An answer without a body, read to its end: the connection goes back to the pool.
         await HTTPTransport.discard(answer.body)
@@ -172,8 +173,8 @@ extension DownloadRunner {
 
 extension Downloader {
     /// Whether the file at the request's URL, saved before as `bytes` with `known` validators
-    /// (not empty), is unchanged on the server: one conditional `HEAD`, with the request's
-    /// network options, credentials and retries; nothing is written.
+    /// (not empty), is unchanged on the server: one conditional `HEAD`, tried once, with the
+    /// request's network options and credentials; nothing is written.
     package func isUnchanged(_ request: DownloadRequest, since known: Validators, bytes: Int64) async throws(DownloadError) -> Bool {
         try await runner(request, id: .next(), events: .init()).isUnchanged(since: known, bytes: bytes)
     }

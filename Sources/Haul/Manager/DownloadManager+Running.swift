@@ -49,6 +49,11 @@ extension DownloadManager {
     // MARK: Running
 
     /// Starts what the limits allow: O(log n) per download started, whatever the queue's length.
+    /// Connection slots were given back by someone other than a download of this manager (a
+    /// mirror's checks, which take the same hosts' slots): downloads set aside for want of one
+    /// may start now.
+    package func hostSlotsFreed() { schedule() }
+
     func schedule() {
         guard !isShutDown, storeFailure == nil else {
             if isIdle { wakeIdleWaiters() }

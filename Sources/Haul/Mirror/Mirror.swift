@@ -117,6 +117,8 @@ public final class Mirror: Sendable {
     public let manager: DownloadManager
     private let downloader: Downloader
     private let stopped = Mutex(false)
+    /// The run's conditional requests, which ``stop()`` cancels.
+    private let checking = Mutex<Task<Void, Never>?>(nil)
 
     /// A mirror run with `downloader`, whose state folder keeps the mirror's records.
     public init(_ configuration: Configuration, downloader: Downloader) {
@@ -134,6 +136,7 @@ public final class Mirror: Sendable {
     /// ``Summary/interrupted`` set. The next run continues.
     public func stop() async {
         stopped.withLock { $0 = true }
+        checking.withLock { $0?.cancel() }
         await manager.shutdown()
     }
 
@@ -168,16 +171,18 @@ public final class Mirror: Sendable {
         let stopped: @Sendable () -> Bool = { [weak self] in self?.isStopped ?? true }
         walk.isStopped = stopped
         let (downloader, manager) = (downloader, manager)
-        let checking = Task {
+        let checks = Task {
             await run.check(
                 with: downloader, manager: manager,
                 limit: min(configuration.maxConcurrentDownloads, configuration.maxConnectionsPerHost), isStopped: stopped)
         }
+        checking.withLock { $0 = checks }
+        if isStopped { checks.cancel() }
         let report = await walk.run(with: downloader) { files in
             await run.queue(files, manager: manager)
         }
         run.finishChecks()
-        await checking.value
+        await checks.value
         for (listing, error) in report.failures {
             events(.problem("cannot read the listing \(URLRedaction.redact(listing)): \(error.message)"))
         }

@@ -94,10 +94,12 @@ final class MirrorRun: Sendable {
             var request = configuration.template
             request.url = file.url
             request.destination = .file(path)
-            // The tree stays inside DIR, whatever links are planted there while it runs.
-            request.confinement = root
+            // The tree stays inside DIR, whatever links are planted there while it runs (or
+            // inside the folder the template is held to, such as a daemon's, which DIR is in).
+            request.confinement = configuration.template.confinement ?? root
             request.checksum = checksum
-            if let row = completed[path], Self.isAsWritten(row, path: path) {
+            // Only a file copied from this URL: another URL's file is fetched, not compared.
+            if let row = completed[path], row.url == request.url, !row.validators.isEmpty, Self.isAsWritten(row, path: path) {
                 // Copied before and untouched since: one conditional HEAD, off the manager,
                 // says whether it changed.
                 checksContinuation.yield(Check(request: request, row: row, listed: checksum != nil))
@@ -110,11 +112,11 @@ final class MirrorRun: Sendable {
         await add(requests, copiedBefore: copiedBefore, listed: listed, manager: manager)
     }
 
-    /// Whether the file a completed row describes is still as the mirror wrote it (its size
-    /// and modification time), and the row has validators to ask the server with.
+    /// Whether the file a completed row describes is still as the mirror wrote it: a regular
+    /// file of the size and modification time it was written with.
     static func isAsWritten(_ row: DownloadRow, path: String) -> Bool {
         var info = stat()
-        guard !row.validators.isEmpty, let bytes = row.resultBytes, let recorded = row.fileModified,
+        guard let bytes = row.resultBytes, let recorded = row.fileModified,
             lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == bytes
         else { return false }
         let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
@@ -141,15 +143,19 @@ final class MirrorRun: Sendable {
                 group.addTask {
                     let host = HostConnections.host(of: check.request.url)
                     guard await Self.slot(on: manager.hosts, host: host, isStopped: isStopped) else { return }
-                    defer { manager.hosts.release(1, host: host) }
                     let unchanged: Bool
                     do throws(DownloadError) {
                         unchanged = try await downloader.isUnchanged(
                             check.request, since: check.row.validators, bytes: check.row.resultBytes ?? -1)
                     } catch {
-                        // The manager asks again and reports what fails, as for any file.
+                        // The manager asks again (with its retries) and reports what fails.
                         unchanged = false
                     }
+                    // Given back before anything is added, and said to the manager: a download
+                    // set aside while the checks held the host's slots starts now.
+                    manager.hosts.release(1, host: host)
+                    await manager.hostSlotsFreed()
+                    guard !isStopped() else { return }
                     if unchanged {
                         self.state.withLock { $0.summary.unchanged += 1 }
                     } else {
@@ -259,8 +265,8 @@ final class MirrorRun: Sendable {
         var deleted = 0
         for (path, download) in earlier.sorted(by: { $0.key < $1.key }) where !seen.contains(path) {
             let relative = String(path.dropFirst(root.count + 1))
-            if download.status == .completed, let result = download.result {
-                guard Self.regularFileSize(path) == result.bytes else {
+            if download.status == .completed, download.result != nil {
+                guard let row = completed[path], Self.isAsWritten(row, path: path) else {
                     // Changed or replaced since the mirror wrote it: not the mirror's any more.
                     if Self.exists(path) { events(.problem("kept \(path): it changed since this mirror wrote it")) }
                     if !dryRun { await manager.remove(download.id) }
@@ -300,11 +306,5 @@ final class MirrorRun: Sendable {
     static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0
-    }
-
-    static func regularFileSize(_ path: String) -> Int64? {
-        var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(info.st_size)
     }
 }
