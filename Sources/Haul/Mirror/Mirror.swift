@@ -188,7 +188,7 @@ public final class Mirror: Sendable {
         }
         for skipped in report.skipped { events(.skipped(URLRedaction.redact(skipped))) }
         await manager.waitUntilIdle()
-        var summary = await run.summarize(manager: manager)
+        var summary = await run.summarize(manager: manager, interrupted: isStopped)
         summary.listingsRead = report.listingsRead
         if isStopped {
             summary.interrupted = true

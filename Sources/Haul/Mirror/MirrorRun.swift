@@ -233,7 +233,9 @@ final class MirrorRun: Sendable {
     }
 
     /// What became of this run's downloads.
-    func summarize(manager: DownloadManager) async -> Mirror.Summary {
+    /// (After a stop, `interrupted`: a file that did not finish is not a failure, and is not
+    /// reported; the next run continues it.)
+    func summarize(manager: DownloadManager, interrupted: Bool = false) async -> Mirror.Summary {
         let (queued, partial) = state.withLock { ($0.queued, $0.summary) }
         var summary = partial
         for (id, copiedBefore, listed) in queued {
@@ -247,7 +249,7 @@ final class MirrorRun: Sendable {
                     if listed { summary.verified += 1 }
                 }
                 summary.bytesFetched += result.bytesFetched
-            } else {
+            } else if download.status == .failed || !interrupted {
                 summary.failed += 1
                 let error = download.error ?? .io("\(download.url) did not finish")
                 events(.problem("\(URLRedaction.redact(download.url)): \(error.message)"))
@@ -258,7 +260,7 @@ final class MirrorRun: Sendable {
     }
 
     /// Removes the files earlier runs wrote that the listings no longer hold, each only while it
-    /// is still the file this mirror wrote (its size as written); returns how many.
+    /// is still the file this mirror wrote (its size and time as written); returns how many.
     func deleteGone(manager: DownloadManager) async -> Int {
         let dryRun = configuration.dryRun
         let seen = state.withLock { $0.seen }
