@@ -214,3 +214,30 @@ extension MirrorTests {
         try await server.shutdown()
     }
 }
+
+extension MirrorTests {
+    @Test func deletingWhatIsGoneNeverFollowsAFolderSwappedForALink() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        _ = Self.serveTree(on: server, count: 2, size: 1000)
+        var configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        configuration.deletesGone = true
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            _ = try await Mirror(configuration, downloader: downloader).run()
+            // copy/sub moves elsewhere (its file as written, size and time) and a link takes
+            // its place; then the server drops sub/.
+            #expect(rename(dir.file("copy/sub"), dir.file("elsewhere")) == 0)
+            #expect(symlink(dir.file("elsewhere"), dir.file("copy/sub")) == 0)
+            var listing = Route(content: Array("<a href=\"f0.bin\">f0.bin</a><a href=\"f1.bin\">f1.bin</a>".utf8))
+            listing.contentType = "text/html"
+            server.serve("/tree/", listing)
+            let events = Mutex<[Mirror.Event]>([])
+            let summary = try await Mirror(configuration, downloader: downloader).run { event in events.withLock { $0.append(event) } }
+            #expect(summary.deleted == 0)
+            #expect(dir.exists("elsewhere/deep.txt"), "the file the link leads to is still there")
+            #expect(events.withLock { $0 }.contains { $0.description.contains("sub/deep.txt not deleted") }, "\(events.withLock { $0 })")
+        }
+        try await server.shutdown()
+    }
+}

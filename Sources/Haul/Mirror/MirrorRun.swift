@@ -96,7 +96,7 @@ final class MirrorRun: Sendable {
             request.destination = .file(path)
             // The tree stays inside DIR, whatever links are planted there while it runs (or
             // inside the folder the template is held to, such as a daemon's, which DIR is in).
-            request.confinement = configuration.template.confinement ?? root
+            request.confinement = confinement
             request.checksum = checksum
             // Only a file copied from this URL: another URL's file is fetched, not compared.
             if let row = completed[path], row.url == request.url, !row.validators.isEmpty, Self.isAsWritten(row, path: path) {
@@ -116,8 +116,13 @@ final class MirrorRun: Sendable {
     /// file of the size and modification time it was written with.
     static func isAsWritten(_ row: DownloadRow, path: String) -> Bool {
         var info = stat()
+        return lstat(path, &info) == 0 && isAsWritten(row, info)
+    }
+
+    /// Whether `info` (the file's `lstat`) is what `row` says the mirror wrote.
+    static func isAsWritten(_ row: DownloadRow, _ info: stat) -> Bool {
         guard let bytes = row.resultBytes, let recorded = row.fileModified,
-            lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == bytes
+            (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == bytes
         else { return false }
         let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
         return abs(modified - recorded) < 1e-6
@@ -279,13 +284,14 @@ final class MirrorRun: Sendable {
                     deleted += 1
                     continue
                 }
-                if unlink(path) == 0 || errno == ENOENT {
+                do throws(DownloadError) {
+                    try deleteConfined(path, row: row)
                     events(.deleted(relative))
                     deleted += 1
                     await manager.remove(download.id)
                     removeEmptyFolders(above: path)
-                } else {
-                    events(.problem("cannot delete \(path): \(String(cString: strerror(errno)))"))
+                } catch {
+                    events(.problem("\(relative) not deleted: \(error.message)"))
                 }
             } else if !dryRun {
                 // An unfinished copy of a file that is gone: its part file goes with it.
@@ -300,9 +306,32 @@ final class MirrorRun: Sendable {
     /// removes an empty folder, so a folder holding anything else, a user's file say, stays.
     private func removeEmptyFolders(above path: String) {
         var folder = (path as NSString).deletingLastPathComponent
-        while folder.count > root.count, folder.hasPrefix(root + "/"), rmdir(folder) == 0 {
-            folder = (folder as NSString).deletingLastPathComponent
+        while folder.count > root.count, folder.hasPrefix(root + "/") {
+            let parent = (folder as NSString).deletingLastPathComponent
+            guard let opened = try? DownloadFolder(parent, beneath: confinement),
+                unlinkat(opened.descriptor, (folder as NSString).lastPathComponent, AT_REMOVEDIR) == 0
+            else { return }
+            folder = parent
         }
+    }
+
+    /// The folder every file of the run stays inside: the template's (a daemon's download
+    /// folder, which DIR is in), else DIR.
+    private var confinement: String { configuration.template.confinement ?? root }
+
+    /// Deletes the file at `path` through its folder opened beneath ``confinement``, once it is
+    /// found there still as the mirror wrote it: a folder on the way swapped for a link (to
+    /// anywhere) is refused, never followed. A file already gone is fine.
+    private func deleteConfined(_ path: String, row: DownloadRow) throws(DownloadError) {
+        let folder = try DownloadFolder((path as NSString).deletingLastPathComponent, beneath: confinement)
+        let name = (path as NSString).lastPathComponent
+        var info = stat()
+        if fstatat(folder.descriptor, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
+            if errno == ENOENT { return }
+            throw .io("look at", path: path, errno: errno)
+        }
+        guard Self.isAsWritten(row, info) else { throw .io("it changed since this mirror wrote it") }
+        guard unlinkat(folder.descriptor, name, 0) == 0 || errno == ENOENT else { throw .io("delete", path: path, errno: errno) }
     }
 
     static func exists(_ path: String) -> Bool {
