@@ -164,7 +164,7 @@ struct ResumableUploadTests {
         try t.dir.write("b.bin", content)
         let (first, _) = try await t.upload("b.bin", rateLimit: 16 << 20, cancelAt: 12 << 20)
         #expect(throws: DownloadError.self) { try first.get() }
-        let before = t.server.received()
+        let before = await settled({ t.server.received() }, bytes: \.bytes)
         let row = try await t.row("b.bin")
         let (second, restart) = try await t.upload("b.bin")
         let done = try second.get()
@@ -310,7 +310,7 @@ struct ResumableUploadTests {
         try t.dir.write("k.bin", content)
         let (first, _) = try await t.upload("k.bin", version: version, rateLimit: 16 << 20, cancelAt: 12 << 20)
         #expect(throws: DownloadError.self) { try first.get() }
-        let before = t.server.received()
+        let before = await settled({ t.server.received() }, bytes: \.bytes)
         let row = try await t.row("k.bin")
         // The rerun names no version: the row's is the one spoken.
         let (second, restart) = try await t.upload("k.bin")
@@ -338,7 +338,7 @@ struct ResumableUploadTests {
         try t.dir.write("n.bin", content)
         let (first, _) = try await t.upload("n.bin", rateLimit: 16 << 20, cancelAt: 12 << 20)
         #expect(throws: DownloadError.self) { try first.get() }
-        let before = t.server.received()
+        let before = await settled({ t.server.received() }, bytes: \.bytes)
         let row = try await t.row("n.bin")
         let done = try await t.upload("n.bin").result.get()
         let after = t.server.received()

@@ -41,7 +41,7 @@ struct UploadResumeTokenTests {
         #expect(paused.file == dir.file("v.bin"))
         #expect(paused.length == Int64(size))
         #expect(paused.location.contains("/resumable_upload/"), "\(paused.location)")
-        let before = server.received()
+        let before = await settled({ server.received() }, bytes: \.bytes)
 
         // Another process: its own state folder, only the token's JSON.
         let json = try JSONEncoder().encode(paused)

@@ -82,7 +82,7 @@ struct UploadTests {
         // Past 12 MiB handed over, the first 8 MiB PATCH has been confirmed.
         let (first, _) = try await t.upload("b.bin", rateLimit: 16 << 20, cancelAt: 12 << 20)
         #expect(throws: DownloadError.self) { try first.get() }
-        let before = t.tus.received()
+        let before = await settled({ t.tus.received() }, bytes: \.bytes)
         let row = try await Store(directory: t.state).upload(file: t.dir.file("b.bin"), url: t.tus.url)
         let (second, restart) = try await t.upload("b.bin")
         let done = try second.get()

@@ -126,3 +126,16 @@ private let pollingExecutor = QueueExecutor("haul-test-polling")
 func fileSize(_ path: String) -> Int {
     ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
 }
+
+/// What `read` returns once its byte count has stopped moving for 100 ms (at most 3 s): a server
+/// may still be reading, and counting, what a request cut by the client had sent.
+func settled<T>(_ read: () -> T, bytes: (T) -> Int64) async -> T {
+    var last = read()
+    for _ in 0..<30 {
+        try? await Task.sleep(for: .milliseconds(100))
+        let now = read()
+        if bytes(now) == bytes(last) { return now }
+        last = now
+    }
+    return last
+}
