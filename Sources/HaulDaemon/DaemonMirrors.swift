@@ -32,8 +32,9 @@ actor DaemonMirrors: Service {
         /// The last run's problems, one line each (the first ``maxProblems``).
         var problems: [String] = []
 
-        /// The mirror as the library runs it.
-        var configuration: Mirror.Configuration {
+        /// The mirror as the library runs it, its files held to the daemon's
+        /// `--max-connections-per-host` of the day.
+        func configuration(maxConnectionsPerHost: Int = 16) -> Mirror.Configuration {
             var configuration = Mirror.Configuration(url: url, directory: dir, template: template)
             configuration.deletesGone = deletesGone
             configuration.include = include
@@ -43,7 +44,6 @@ actor DaemonMirrors: Service {
             configuration.maxConnectionsPerHost = maxConnectionsPerHost
             return configuration
         }
-        var maxConnectionsPerHost = 16
 
         /// When it is due: at once when it never ran or a run did not end, else `every` after
         /// the last end; nil when it ran once and is not repeated.
@@ -158,9 +158,8 @@ actor DaemonMirrors: Service {
     /// what its last run did), and runs it now unless it runs already. Returns its id.
     func add(_ definition: Definition) async throws(DownloadError) -> String {
         await load()
-        let id = Self.id(of: definition.configuration)
+        let id = Self.id(of: definition.configuration())
         var definition = definition
-        definition.maxConnectionsPerHost = maxConnectionsPerHost
         let earlier = definitions[id]
         if let earlier {
             (definition.lastStarted, definition.lastEnded, definition.last, definition.problems) = (
@@ -217,7 +216,7 @@ actor DaemonMirrors: Service {
         definition.lastStarted = Date()
         definition.problems = []
         definitions[id] = definition
-        let mirror = Mirror(definition.configuration, downloader: downloader)
+        let mirror = Mirror(definition.configuration(maxConnectionsPerHost: maxConnectionsPerHost), downloader: downloader)
         let (logger, url) = (logger, URLRedaction.redact(definition.url))
         logger.notice("mirror \(id): \(url) → \(definition.dir) started")
         let task = Task {

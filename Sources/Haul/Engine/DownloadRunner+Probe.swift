@@ -103,9 +103,8 @@ extension DownloadRunner {
         // is the writer flushed (a flush for each file of a list cuts its group commits short).
         var stored = try await store.committedRow(id)
         if stored?.resultBytes == nil { stored = try await store.row(id) }
-        guard let row = stored, let path = row.path, let bytes = row.resultBytes,
-            DestinationResolver.regularFileSize(path) == bytes,
-            let modified = FileCommitter.modified(path), let recorded = row.fileModified, abs(modified - recorded) < 1e-6
+        var info = stat()
+        guard let row = stored, let path = row.path, let bytes = row.resultBytes, stat(path, &info) == 0, row.isAsWritten(info)
         else { return nil }
         let unchanged = DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
         let known = row.validators

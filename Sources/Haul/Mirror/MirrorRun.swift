@@ -11,7 +11,7 @@ final class MirrorRun: Sendable {
     /// The rows of the completed ones, by file: what was saved, and the validators to ask with.
     private let completed: [String: DownloadRow]
     private let events: @Sendable (Mirror.Event) -> Void
-    /// Files copied before, each to be asked about with one conditional request (``check(with:manager:)``).
+    /// Files copied before, each to be asked about with one conditional request (``check(with:manager:limit:isStopped:)``).
     private let checks: AsyncStream<Check>
     private let checksContinuation: AsyncStream<Check>.Continuation
 
@@ -112,20 +112,11 @@ final class MirrorRun: Sendable {
         await add(requests, copiedBefore: copiedBefore, listed: listed, manager: manager)
     }
 
-    /// Whether the file a completed row describes is still as the mirror wrote it: a regular
-    /// file of the size and modification time it was written with.
+    /// Whether the file at `path` (not a link) is still the one a completed row says the
+    /// mirror wrote (``DownloadRow/isAsWritten(_:)``).
     static func isAsWritten(_ row: DownloadRow, path: String) -> Bool {
         var info = stat()
-        return lstat(path, &info) == 0 && isAsWritten(row, info)
-    }
-
-    /// Whether `info` (the file's `lstat`) is what `row` says the mirror wrote.
-    static func isAsWritten(_ row: DownloadRow, _ info: stat) -> Bool {
-        guard let bytes = row.resultBytes, let recorded = row.fileModified,
-            (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == bytes
-        else { return false }
-        let modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-        return abs(modified - recorded) < 1e-6
+        return lstat(path, &info) == 0 && row.isAsWritten(info)
     }
 
     /// Asks the server about each file copied before as the walk finds it (one conditional
@@ -330,7 +321,7 @@ final class MirrorRun: Sendable {
             if errno == ENOENT { return }
             throw .io("look at", path: path, errno: errno)
         }
-        guard Self.isAsWritten(row, info) else { throw .io("it changed since this mirror wrote it") }
+        guard row.isAsWritten(info) else { throw .io("it changed since this mirror wrote it") }
         guard unlinkat(folder.descriptor, name, 0) == 0 || errno == ENOENT else { throw .io("delete", path: path, errno: errno) }
     }
 

@@ -191,6 +191,14 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         validators.isEmpty ? "" : String(decoding: try encoder.encode(validators), as: UTF8.self)
     }
 
+    /// Whether `info` (a file's `stat`) is the file this completed download wrote: a regular
+    /// file of the size and modification time it was written with.
+    func isAsWritten(_ info: stat) -> Bool {
+        guard let resultBytes, let fileModified, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == resultBytes
+        else { return false }
+        return abs(FileCommitter.modified(info) - fileModified) < 1e-6
+    }
+
     /// The validators of a `sourceValidators` column's text (none when it is empty or unreadable:
     /// each mirror then tells its own again).
     static func sourceValidators(stored: String?) -> [String: Validators] {

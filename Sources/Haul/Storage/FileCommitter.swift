@@ -242,6 +242,11 @@ final class FileCommitter: Sendable {
     static func modified(_ path: String, in directory: Int32 = AT_FDCWD) -> Double? {
         var info = stat()
         guard fstatat(directory, path, &info, 0) == 0 else { return nil }
-        return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        return modified(info)
+    }
+
+    /// A file's modification time as the store keeps it (``DownloadRow/fileModified``).
+    static func modified(_ info: stat) -> Double {
+        Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
     }
 }
