@@ -29,3 +29,14 @@ func pauseAnUploadAndContinueItElsewhere(_ task: UploadTask, _ downloader: Downl
     let task = try await downloader.upload(resuming: token)
     _ = task
 }
+
+/// UploadingFiles.md: uploads queued with downloads in a manager.
+func queueAnUpload(_ downloader: Downloader) async throws {
+    let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 2))
+    try await manager.restore()  // the queue of an earlier run, uploads included
+    let id = try await manager.addUpload(UploadRequest(file: "/tmp/video.mp4", url: "https://uploads.example/files"), priority: 1)
+    await manager.pause(id)  // a resumable upload keeps what the server holds
+    await manager.resume(id)  // and goes on from the server's offset
+    await manager.waitUntilIdle()
+    if let upload = await manager.upload(id), let result = upload.result { print(upload.status, result.location) }
+}

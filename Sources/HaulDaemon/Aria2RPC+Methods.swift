@@ -3,6 +3,7 @@ import Haul
 
 extension Aria2RPC {
     func dispatch(_ method: String, _ p: Parameters, _ exchange: inout Exchange) async throws(RPCError) -> JSONValue {
+        if Self.uploadControls.contains(method), let upload = await upload(try p.gid(0)) { return try await control(upload, method, p) }
         switch method {
         case "aria2.addUri": return try await addURI(p)
         case "aria2.addMetalink": return try await addMetalink(p)
@@ -58,6 +59,8 @@ extension Aria2RPC {
         case "aria2.saveSession": return "OK"
         case "system.listMethods": return .array(Self.methods.map { .string($0) })
         case "system.listNotifications": return .array(Self.notifications.map { .string($0) })
+        case "haul.addUpload": return try await addUpload(p)
+        case "haul.tellUploads": return await tellUploads()
         case "haul.addMirror": return try await addMirror(p)
         case "haul.tellMirrors": return await tellMirrors()
         case "haul.removeMirror": return try await removeMirror(p)
@@ -351,7 +354,7 @@ extension Aria2RPC {
         let stopped = String(totals.completed + totals.failed)
         return [
             "downloadSpeed": .string(String(Int64(totals.bytesPerSecond))),
-            "uploadSpeed": "0",
+            "uploadSpeed": .string(String(Int64(totals.uploadBytesPerSecond))),
             "numActive": .string(String(totals.running)),
             "numWaiting": .string(String(totals.queued + totals.paused)),
             "numStopped": .string(stopped),

@@ -90,6 +90,13 @@ public actor Aria2RPC {
         // Haul's own, name-spaced: folder trees kept in sync.
         .init(name: "haul.addMirror", access: .changes), .init(name: "haul.tellMirrors", access: .reads),
         .init(name: "haul.removeMirror", access: .changes), .init(name: "haul.runMirror", access: .changes),
+        // Uploads, queued with the downloads.
+        .init(name: "haul.addUpload", access: .changes), .init(name: "haul.tellUploads", access: .reads),
+    ]
+
+    /// aria2's methods that take an upload's GID as well as a download's.
+    static let uploadControls: Set<String> = [
+        "aria2.tellStatus", "aria2.remove", "aria2.forceRemove", "aria2.pause", "aria2.forcePause", "aria2.unpause", "aria2.removeDownloadResult",
     ]
 
     /// The methods' names, in ``table``'s order.
@@ -97,7 +104,7 @@ public actor Aria2RPC {
 
     static let notifications = [
         "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",
-        "aria2.onDownloadError", "aria2.onBtDownloadComplete",
+        "aria2.onDownloadError", "aria2.onBtDownloadComplete", "haul.onUploadStart", "haul.onUploadComplete", "haul.onUploadError",
     ]
 
     /// Methods that answer without the secret (``table``'s `.open` ones).

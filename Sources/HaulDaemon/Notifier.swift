@@ -77,6 +77,10 @@ final class Notifier: Service {
             case .completed(let id, let result):
                 logger.notice("\(id) complete: \(result.path)")
                 Hooks.run(hooks.onComplete, id: id.description, path: result.path, logger: logger)
+            case .upload(let id, .completed(let result)):
+                logger.notice("\(id) uploaded: \(result.file) to \(result.location)")
+            case .upload(let id, .failed(let error)) where error.kind != .cancelled:
+                logger.notice("\(id) upload failed: \(error.message)")
             case .failed(let id, let error) where error.kind != .cancelled:
                 let download = await manager.download(id)
                 logger.notice("\(id) failed: \(download?.url ?? ""): \(error.message)")
@@ -97,6 +101,10 @@ final class Notifier: Service {
         case .completed: "aria2.onDownloadComplete"
         case .failed(_, let error): error.kind == .cancelled ? "aria2.onDownloadStop" : "aria2.onDownloadError"
         case .added, .progress, .removed: nil
+        case .upload(_, .started): "haul.onUploadStart"
+        case .upload(_, .completed): "haul.onUploadComplete"
+        case .upload(_, .failed(let error)): error.kind == .cancelled ? nil : "haul.onUploadError"
+        case .upload(_, .added), .upload(_, .paused), .upload(_, .removed): nil
         }
     }
 }

@@ -5,7 +5,7 @@ import HaulDaemon
 struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ls",
-        abstract: "List the daemon's downloads: active, then waiting and paused, then stopped; then its mirrors.",
+        abstract: "List the daemon's downloads: active, then waiting and paused, then stopped; then its mirrors and uploads.",
         discussion: """
             Columns: GID, STATUS (active, waiting, paused, error, complete, removed), PROGRESS, SIZE, \
             SPEED, ETA, NAME. With --json, the aria2 status objects as the daemon sent them, for jq.
@@ -13,7 +13,8 @@ struct ListCommand: AsyncParsableCommand {
             The daemon's mirrors (haul mirror --every) follow the table (not the JSON), a line each with their files grouped: \
             ID, STATUS (active, waiting for the next run, complete, error), FILES (while it runs: \
             done of those queued; else what the last run found new, updated, unchanged and \
-            deleted), SPEED, NEXT (when it runs again), and the URL and folder.
+            deleted), SPEED, NEXT (when it runs again), and the URL and folder. Then its uploads \
+            (haul put --daemon): UPLOAD (its GID), STATUS, PROGRESS, SIZE, SPEED, and the file and URL.
 
             Exit status: \(ClientExitStatus.summary)
             """,
@@ -45,18 +46,41 @@ struct ListCommand: AsyncParsableCommand {
         } else {
             StandardOutput.write(Self.table(downloads))
         }
-        let mirrors: JSONValue
+        if let mirrors = try await Self.list("haul.tellMirrors", from: client), !mirrors.isEmpty {
+            StandardOutput.write("\n" + Self.mirrorTable(mirrors, now: Date()))
+        }
+        if let uploads = try await Self.list("haul.tellUploads", from: client), !uploads.isEmpty {
+            StandardOutput.write("\n" + Self.uploadTable(uploads))
+        }
+    }
+
+    /// The answer of one of Haul's own listing methods; nil from a daemon of an older Haul,
+    /// which does not have it.
+    static func list(_ method: String, from client: DaemonClient) async throws -> [JSONValue]? {
         do throws(ClientFailure) {
-            mirrors = try await client.call("haul.tellMirrors")
+            return try await client.call(method).array
         } catch  where error.isRefusal {
-            // A daemon of an older Haul has no mirrors to list.
-            return
+            return nil
         } catch {
             throw error.report()
         }
-        if let list = mirrors.array, !list.isEmpty {
-            StandardOutput.write("\n" + Self.mirrorTable(list, now: Date()))
+    }
+
+    /// The daemon's uploads, a line each.
+    static func uploadTable(_ uploads: [JSONValue]) -> String {
+        var rows = [["UPLOAD", "STATUS", "PROGRESS", "SIZE", "SPEED", "FILE"]]
+        for upload in uploads {
+            let status = upload["status"]?.string ?? "-"
+            let (sent, total) = (upload["uploadLength"]?.integer ?? 0, upload["totalLength"]?.integer)
+            let speed = upload["uploadSpeed"]?.integer ?? 0
+            let progress = total.map { $0 > 0 ? String(format: "%.1f%%", Double(sent) * 100 / Double($0)) : "100.0%" } ?? "-"
+            rows.append([
+                upload["gid"]?.string ?? "-", status, progress, total.map(Format.bytes) ?? "-",
+                status == "active" && speed > 0 ? Format.rate(Double(speed)) : "-",
+                "\(upload["file"]?.string ?? "-") → \(upload["url"]?.string ?? "-")",
+            ])
         }
+        return Table.render(rows, rightAligned: [2, 3, 4])
     }
 
     /// The daemon's mirrors, a line each: their files grouped in counts.

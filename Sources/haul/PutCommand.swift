@@ -12,7 +12,9 @@ struct PutCommand: AsyncParsableCommand {
             rerunning the same command after Ctrl-C, a crash or kill -9 asks the server what it \
             holds and sends only the rest (an upload of the draft in the interop version it began \
             with); a file changed since starts a new upload, and haul says why. A plain PUT (WebDAV, presigned URLs) starts over, as \
-            curl -T does. The upload is complete only once the server holds every byte.
+            curl -T does. The upload is complete only once the server holds every byte. With \
+            --daemon the running daemon queues it with its downloads (the same -j and host limits) \
+            and continues it after a restart; haul ls lists it, haul pause and haul resume take its GID.
 
             Exit status: \(ExitStatus.summary)
             """)
@@ -51,6 +53,15 @@ struct PutCommand: AsyncParsableCommand {
     @Option(help: "Seconds without the server taking or sending any byte before a try is abandoned and retried.")
     var timeout: Double = 30
 
+    @Flag(
+        help:
+            "Queue the upload on the running daemon (of --state-dir) and print its GID, instead of sending it here; the daemon must have an --rpc-secret. haul ls lists it."
+    )
+    var daemon = false
+
+    @Option(help: "With --daemon: higher starts first, among the daemon's uploads and downloads (default 0).")
+    var priority: Int?
+
     @OptionGroup(title: "Network") var network: NetworkFlags
 
     @Argument(help: "The file to upload.")
@@ -72,9 +83,11 @@ struct PutCommand: AsyncParsableCommand {
         if let ietfVersion, !UploadRequest.ietfInteropVersions.contains(ietfVersion) {
             throw ValidationError("--ietf-version must be 3, 5 or 6, not \(ietfVersion)")
         }
+        if priority != nil, !daemon { throw ValidationError("--priority is for --daemon: here the upload starts at once") }
     }
 
     func run() async throws {
+        if daemon { return try await handToDaemon() }
         let startedAt = ContinuousClock.now
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
@@ -118,6 +131,34 @@ struct PutCommand: AsyncParsableCommand {
             }
             Terminal.error(error.description)
             throw ExitCode(ExitStatus.code(for: error))
+        }
+    }
+}
+
+extension PutCommand {
+    /// `--daemon`: `haul.addUpload` on the daemon; prints the upload's GID.
+    func handToDaemon() async throws {
+        var daemon = DaemonOptions()
+        daemon.stateDir = stateDir
+        let client = try daemon.connect()
+        var options = network.aria2Options
+        options["protocol"] = .string(uploadProtocol.rawValue)
+        if let ietfVersion { options["ietf-version"] = .string(String(ietfVersion)) }
+        if let limitRate { options["max-upload-limit"] = .string(limitRate) }
+        if !header.isEmpty { options["header"] = .array(header.map { .string($0) }) }
+        options["max-tries"] = .string(String(maxTries))
+        options["retry-wait"] = .string(String(Int(retryWait.rounded(.up))))
+        if let priority { options["priority"] = .string(String(priority)) }
+        let path = FilePaths.absolute(file)
+        do throws(ClientFailure) {
+            let answer = try await client.call("haul.addUpload", [.string(path), .string(url), .object(options)])
+            guard let gid = answer.string else { throw .unexpected("haul.addUpload", answer) }
+            StandardOutput.line(gid)
+        } catch  where error.isRefusal {
+            Terminal.error("\(file): \(error.description)")
+            throw ExitCode(ClientExitStatus.refused)
+        } catch {
+            throw error.report()
         }
     }
 }

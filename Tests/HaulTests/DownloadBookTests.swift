@@ -45,7 +45,7 @@ import Testing
             case .completed(let id, _): "completed \(id.rawValue)"
             case .failed(let id, _): "failed \(id.rawValue)"
             case .removed(let id): "removed \(id.rawValue)"
-            case .progress: nil
+            case .progress, .upload: nil
             }
         }
     }

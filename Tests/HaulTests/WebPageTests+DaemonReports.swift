@@ -184,4 +184,31 @@ extension WebPageTests {
             #expect(try await daemon.call("haul.tellMirrors") == [])
         }
     }
+
+    @Test(.enabled(if: chromium != nil || isCI))
+    func showsTheDaemonsUploadsALineEachAndResumesOrRemovesThem() async throws {
+        let uploads = try await ResumableUploadTestServer.start()
+        try await withPage { _, daemon, dir, page in
+            try dir.write("up.bin", testBytes(1 << 20, seed: 73))
+            try await open(page, daemon)
+            try await waitConnected(page)
+            #expect(try await page.evaluate("document.getElementById('uploads').hidden") == true)
+            let gid = try #require(
+                try await daemon.call("haul.addUpload", [.string(dir.file("up.bin")), .string(uploads.url("up.bin")), ["pause": "true"]])
+                    .string)
+            let item = "document.querySelector('#uploadList [data-upload=\"\(gid)\"]')"
+            try await page.waitFor("document.getElementById('uploads').hidden", toBe: false)
+            try await page.waitFor("\(item).textContent.includes('Paused')", toBe: true)
+            #expect(try await page.evaluate("\(item).textContent.includes('\(dir.file("up.bin"))')") == true)
+            // Resume: it is sent, all of it.
+            try await page.click("#uploadList [data-upload=\"\(gid)\"] button[data-action=\"resume\"]")
+            try await page.waitFor("\(item).textContent.includes('Sent')", toBe: true)
+            #expect(try await page.evaluate("\(item).textContent.includes('1.00 MiB of 1.00 MiB')") == true)
+            // Remove: gone from the page and from the daemon.
+            try await page.click("#uploadList [data-upload=\"\(gid)\"] button[data-action=\"remove\"]")
+            try await page.waitFor("document.getElementById('uploads').hidden", toBe: true)
+            #expect(try await daemon.call("haul.tellUploads") == [])
+        }
+        await uploads.stop()
+    }
 }

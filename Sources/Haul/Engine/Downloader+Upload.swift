@@ -15,9 +15,10 @@ extension Downloader {
     /// }
     /// ```
     ///
-    /// Uploads are not yet a ``DownloadManager``'s: no queue, priorities or `-j`, and
-    /// ``shutdown()`` does not stop them. Await ``UploadTask/result()`` (or cancel the task)
-    /// before shutting the downloader down.
+    /// An upload started here is the caller's: ``shutdown()`` does not stop it, so await
+    /// ``UploadTask/result()`` (or cancel the task) before shutting the downloader down. For a
+    /// queue (priorities, `-j`, a restart that continues it), use
+    /// ``DownloadManager/addUpload(_:priority:paused:)``.
     ///
     /// - Parameter request: the file, the URL, the protocol and the network options.
     /// - Returns: the running task.

@@ -207,6 +207,7 @@ extension DownloadManager {
             book.entries[id]?.unmet = unmet
             book.reindexReady(id)
         }
+        try await restoreUploads()
         restored = true
         schedule()
     }

@@ -6,6 +6,7 @@ extension DownloadManager {
     /// Pauses a download: a running one stops (its partial and ranges are kept), a queued one
     /// waits until ``resume(_:)``. Returns once it has stopped.
     public func pause(_ id: ID) async {
+        if uploadBook.entries[id] != nil { return await pauseUpload(id) }
         transition(id) { $0.pause() }
         await stopped(id)
         schedule()
@@ -14,6 +15,7 @@ extension DownloadManager {
     /// Queues a paused or failed download again (a failed one starts a new attempt), or a
     /// completed one whose file is gone. See ``requeue(_:)`` to check a completed one anyway.
     public func resume(_ id: ID) {
+        if uploadBook.entries[id] != nil { return resumeUpload(id) }
         guard let entry = book.entries[id] else { return }
         if entry.lifecycle.isFinished, entry.lifecycle.error == nil {
             requeueIfFileGone(id)
@@ -28,6 +30,7 @@ extension DownloadManager {
     /// engine asks the server whether the file changed (one conditional request), keeps it if
     /// not, and replaces it with the new version if so. What `haul get` does when run again.
     public func requeue(_ id: ID) {
+        if uploadBook.entries[id] != nil { return resumeUpload(id) }
         guard let entry = book.entries[id] else { return }
         if entry.lifecycle.result != nil { book.entries[id]?.revalidate = true }
         transition(id) { $0.requeue() }
@@ -37,6 +40,7 @@ extension DownloadManager {
 
     /// Stops a download and deletes its partial file; it stays listed as failed (cancelled).
     public func cancel(_ id: ID) async {
+        if uploadBook.entries[id] != nil { return await cancelUpload(id) }
         transition(id) { $0.cancel() }
         await stopped(id)
         schedule()
@@ -45,6 +49,7 @@ extension DownloadManager {
     /// Forgets a download. An unfinished one is stopped and its partial file deleted; a
     /// completed one's file is kept.
     public func remove(_ id: ID) async {
+        if uploadBook.entries[id] != nil { return await removeUpload(id) }
         transition(id) { $0.remove() }
         await stopped(id)
         schedule()
@@ -77,6 +82,7 @@ extension DownloadManager {
         for id in waiting { transition(id) { $0.pause() } }
         let running = book.index.active
         for id in running { transition(id) { $0.pause() } }
+        for id in uploadIDs([.queued, .running]) { await pauseUpload(id) }
         for id in running { await stopped(id) }
         schedule()
     }
@@ -87,6 +93,7 @@ extension DownloadManager {
             transition(key.id) { $0.resume() }
             failIfADependencyFailed(key.id)
         }
+        for id in uploadIDs([.paused]) { resumeUpload(id) }
         schedule()
     }
 
@@ -96,6 +103,7 @@ extension DownloadManager {
         for id in running + book.index.waiting.elements(from: 0, limit: book.index.waiting.count).map(\.id) {
             transition(id) { $0.cancel() }
         }
+        for id in uploadIDs([.queued, .paused, .running]) { await cancelUpload(id) }
         for id in running { await stopped(id) }
         schedule()
     }
@@ -105,13 +113,20 @@ extension DownloadManager {
         for key in book.index.stopped.elements(from: 0, limit: book.index.stopped.count) {
             transition(key.id) { $0.remove() }
         }
+        for id in uploadIDs([.completed, .failed]) {
+            uploadBook.entries[id] = nil
+            uploadBoard.remove(id)
+            persistUpload(id)
+            hub.send(.upload(id, .removed))
+        }
         schedule()
     }
 
-    /// Removes every download, finished or not.
+    /// Removes every download and upload, finished or not.
     public func removeAll() async {
         let running = book.index.active
         for id in Array(book.entries.keys) { transition(id) { $0.remove() } }
+        for id in Array(uploadBook.entries.keys) { await removeUpload(id) }
         for id in running { await stopped(id) }
         schedule()
     }
@@ -188,6 +203,7 @@ extension DownloadManager {
         for id in running { transition(id) { $0.shutdown() } }
         let tasks = running.compactMap { book.entries[$0]?.live?.task }
         let work = Task {
+            await shutDownUploads()
             for task in tasks { await task.wait() }
             // What the transfers recorded on their way out is written before anyone exits.
             // A failure here is the writer's, and read from it (``failure``).

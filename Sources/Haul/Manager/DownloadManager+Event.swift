@@ -22,12 +22,15 @@ extension DownloadManager {
         case failed(ID, DownloadError)
         /// It was removed and forgotten.
         case removed(ID)
+        /// Something happened to one of the manager's uploads
+        /// (``DownloadManager/addUpload(_:priority:paused:)``); the other cases are of downloads only.
+        case upload(ID, UploadEvent)
 
-        /// The download the event is about.
+        /// The download (or upload) the event is about.
         public var id: ID {
             switch self {
             case .added(let id), .started(let id), .progress(let id, _), .paused(let id),
-                .completed(let id, _), .failed(let id, _), .removed(let id):
+                .completed(let id, _), .failed(let id, _), .removed(let id), .upload(let id, _):
                 id
             }
         }
@@ -37,6 +40,34 @@ extension DownloadManager {
             switch self {
             case .paused, .completed, .failed, .removed: true
             case .added, .started, .progress: false
+            case .upload(_, let event): event.isTerminal
+            }
+        }
+    }
+
+    /// Something that happened to a managed upload, in ``Event/upload(_:_:)``. Each attempt
+    /// (from ``started``) ends with exactly one of ``paused``, ``completed(_:)``,
+    /// ``failed(_:)`` or ``removed``. Its progress is read with ``DownloadManager/upload(_:)``.
+    public enum UploadEvent: Sendable {
+        /// It joined the queue.
+        case added
+        /// An attempt began.
+        case started
+        /// It stopped (a pause, a shutdown) or was held before it started; a resumable upload
+        /// continues from the server's offset when resumed.
+        case paused
+        /// The server confirmed every byte.
+        case completed(UploadResult)
+        /// It failed, or was cancelled (kind ``DownloadError/Kind/cancelled``).
+        case failed(DownloadError)
+        /// It was removed and forgotten.
+        case removed
+
+        /// Whether the event ends an attempt (or an upload that never started).
+        public var isTerminal: Bool {
+            switch self {
+            case .paused, .completed, .failed, .removed: true
+            case .added, .started: false
             }
         }
     }
@@ -91,6 +122,12 @@ extension DownloadManager {
         public var completed = 0
         /// Downloads that failed or were cancelled.
         public var failed = 0
+        /// Uploads sending (they count against the same `-j` as downloads).
+        public var uploading = 0
+        /// Uploads waiting, queued or paused.
+        public var uploadsWaiting = 0
+        /// The summed rate of the running uploads.
+        public var uploadBytesPerSecond: Double = 0
 
         /// Time left at the current rate, when bytes are flowing.
         public var eta: Duration? {

@@ -59,7 +59,8 @@ extension DownloadManager {
             if isIdle { wakeIdleWaiters() }
             return
         }
-        perform(book.schedule(maxConcurrent: maxConcurrent, hosts: hosts))
+        startUploads()
+        perform(book.schedule(maxConcurrent: maxConcurrent - uploadBook.running, hosts: hosts))
         if isIdle { wakeIdleWaiters() }
     }
 

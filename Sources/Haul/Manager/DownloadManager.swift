@@ -105,7 +105,11 @@ public actor DownloadManager {
     var restored = false
     let hub = EventHub()
     /// The latest progress of running downloads, written from their transfers without a hop.
-    let board = ProgressBoard()
+    let board = ProgressBoard<DownloadProgress>()
+    /// The uploads of this manager: a short queue beside the downloads, sharing their `-j`,
+    /// host slots and store.
+    var uploadBook = UploadBook()
+    let uploadBoard = ProgressBoard<UploadProgress>()
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     var isShutDown = false
     var shuttingDown: Task<Void, Never>?
@@ -208,6 +212,15 @@ public actor DownloadManager {
             totals.totalBytes += progress.totalBytes ?? 0
             totals.bytesPerSecond += progress.bytesPerSecond
         }
+        for entry in uploadBook.entries.values {
+            switch entry.status {
+            case .running:
+                totals.uploading += 1
+                totals.uploadBytesPerSecond += uploadBoard.progress(of: entry.id)?.bytesPerSecond ?? 0
+            case .queued, .paused: totals.uploadsWaiting += 1
+            case .completed, .failed: break
+            }
+        }
         return totals
     }
 
@@ -224,7 +237,8 @@ public actor DownloadManager {
     }
 
     var isIdle: Bool {
-        book.index.active.isEmpty && (book.index.ready.isEmpty || isShutDown)
+        book.index.active.isEmpty && uploadBook.running == 0
+            && ((book.index.ready.isEmpty && !uploadBook.hasQueued) || isShutDown)
     }
 
     func describe(_ entry: Entry) -> Download {
@@ -285,16 +299,16 @@ final class EventHub: Sendable {
 
 }
 
-/// The latest progress of each running download, written by its transfer (a lock, not an
-/// actor hop, for every snapshot) and read by the manager when it describes the download.
-final class ProgressBoard: Sendable {
-    private let latest = Mutex<[DownloadID: DownloadProgress]>([:])
+/// The latest progress of each running download (or upload), written by its transfer (a lock,
+/// not an actor hop, for every snapshot) and read by the manager when it describes it.
+final class ProgressBoard<Progress: Sendable>: Sendable {
+    private let latest = Mutex<[DownloadID: Progress]>([:])
 
-    func update(_ id: DownloadID, _ progress: DownloadProgress) {
+    func update(_ id: DownloadID, _ progress: Progress) {
         latest.withLock { $0[id] = progress }
     }
 
-    func progress(of id: DownloadID) -> DownloadProgress? {
+    func progress(of id: DownloadID) -> Progress? {
         latest.withLock { $0[id] }
     }
 

@@ -69,6 +69,20 @@ public struct UploadRequest: Sendable, Hashable, Codable {
 
     /// The URL without the credentials it may carry, for messages.
     public var displayURL: String { URLRedaction.redact(url) }
+
+    /// The request without the secrets ``DownloadRequest/withoutSecrets`` drops (passwords,
+    /// `Authorization`, `Proxy-Authorization` and `Cookie` headers); itself when it carries
+    /// none. A finished upload keeps only this.
+    public var withoutSecrets: UploadRequest {
+        var download = DownloadRequest(url: url, file: file)
+        download.headers = headers
+        download.network = network
+        guard let plain = download.withoutSecrets else { return self }
+        var request = self
+        request.headers = plain.headers
+        request.network = plain.network
+        return request
+    }
 }
 
 /// How an upload's bytes reach the server.

@@ -1,5 +1,5 @@
 /// A finished upload: the server confirmed every byte of the file.
-public struct UploadResult: Sendable, Hashable {
+public struct UploadResult: Sendable, Hashable, Codable {
     /// The file sent.
     public var file: String
     /// Where the bytes went: the resumable upload's URL (tus, the IETF draft), or the `PUT`

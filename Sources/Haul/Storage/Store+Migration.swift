@@ -151,6 +151,27 @@ extension Store {
                 try db.alter(table: "upload") { t in t.add(column: "ietfInteropVersion", .integer) }
             }
         }
+        migrator.registerMigration("v11") { db in
+            // A manager's queued uploads (UploadJobRow): the request, its place in the queue and
+            // how it ended. What the server holds stays the `upload` table's.
+            try db.create(table: "uploadJob") { t in
+                t.column("id", .integer).primaryKey()
+                t.column("queue", .text).notNull()
+                t.column("file", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("request", .text).notNull()
+                t.column("status", .integer).notNull()
+                t.column("priority", .integer).notNull()
+                t.column("position", .integer).notNull()
+                t.column("finishOrder", .integer)
+                t.column("result", .text)
+                t.column("errorKind", .integer)
+                t.column("errorReason", .text)
+                t.column("lastError", .text)
+                t.column("updatedAt", .double).notNull()
+            }
+            try db.create(index: "uploadJob_queue", on: "uploadJob", columns: ["queue", "file", "url"])
+        }
         return migrator
     }
 

@@ -157,13 +157,14 @@
     again = false;
     try {
       const plan = planPage();
-      const calls = [["aria2.getGlobalStat"], ...plan.calls, ["haul.tellMirrors"]];
+      const calls = [["aria2.getGlobalStat"], ...plan.calls, ["haul.tellMirrors"], ["haul.tellUploads"]];
       const detailGid = detail.gid;
       if (detailGid) calls.push(["aria2.tellStatus", detailGid]);
       const results = await rpc.multicall(calls);
       if (results[0].error) throw results[0].error;
       applyStat(results[0].value);
       renderMirrors(results[1 + plan.calls.length].value || []);
+      renderUploads(results[2 + plan.calls.length].value || []);
       if (detailGid && detailGid === detail.gid && results[calls.length - 1].value) detail.update(results[calls.length - 1].value);
       if (plan.pending) showSearching();
       else render(plan.rows(results.slice(1, 1 + plan.calls.length)), plan.total());
@@ -230,6 +231,46 @@
     if (!button || !item) return;
     try {
       await rpc.call(button.dataset.action === "runMirror" ? "haul.runMirror" : "haul.removeMirror", item.dataset.mirror);
+    } catch (e) {
+      Dom.toast(e.message || String(e));
+    }
+    refreshNow();
+  });
+
+  // The daemon's uploads (haul put --daemon, haul.addUpload): a line each.
+  const UPLOAD_LABEL = { active: "Sending", waiting: "Queued", paused: "Paused", complete: "Sent", error: "Error", removed: "Cancelled" };
+  function renderUploads(uploads) {
+    $("uploads").hidden = uploads.length === 0;
+    const n = (o, k) => Fmt.num(o && o[k]);
+    $("uploadList").replaceChildren(...uploads.map((u) => {
+      const li = Dom.el("li", "mirror upload " + u.status);
+      li.dataset.upload = u.gid;
+      const what = Dom.el("div", "mirror-what");
+      what.append(Dom.el("span", "mirror-dir", u.file), Dom.el("span", "mirror-arrow", " → "), Dom.el("span", "mirror-url", u.url));
+      const total = n(u, "totalLength"), sent = n(u, "uploadLength");
+      let facts = (UPLOAD_LABEL[u.status] || u.status) + (u.protocol ? " · " + u.protocol : "");
+      if (u.totalLength !== undefined) facts += " · " + Fmt.bytes(sent) + " of " + Fmt.bytes(total);
+      if (u.status === "active") facts += " · " + Fmt.speed(u.uploadSpeed);
+      const problem = u.errorMessage || u.restartReason || u.note;
+      const actions = Dom.el("div", "mirror-actions");
+      if (u.status === "active" || u.status === "waiting") actions.append(Dom.iconButton("pause", "pause", "Pause"));
+      if (u.status === "paused" || u.status === "error") actions.append(Dom.iconButton("resume", "play", "Resume"));
+      const stopped = u.status === "complete" || u.status === "error" || u.status === "removed";
+      actions.append(Dom.iconButton("remove", "x", stopped ? "Remove from list" : "Cancel upload", true));
+      li.append(what, Dom.el("div", "mirror-facts", facts), ...(problem ? [Dom.el("div", "mirror-problem", problem)] : []), actions);
+      return li;
+    }));
+  }
+  $("uploadList").addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-action]");
+    const item = event.target.closest("[data-upload]");
+    if (!button || !item) return;
+    const gid = item.dataset.upload, stopped = /\b(complete|error|removed)\b/.test(item.className);
+    const method = button.dataset.action === "pause" ? "aria2.pause"
+      : button.dataset.action === "resume" ? "aria2.unpause"
+      : stopped ? "aria2.removeDownloadResult" : "aria2.remove";
+    try {
+      await rpc.call(method, gid);
     } catch (e) {
       Dom.toast(e.message || String(e));
     }

@@ -33,6 +33,15 @@ final class EventLog: Sendable {
             case .completed(let id, _): return "completed \(id)"
             case .failed(let id, _): return "failed \(id)"
             case .removed(let id): return "removed \(id)"
+            case .upload(let id, let event):
+                switch event {
+                case .added: return "upload added \(id)"
+                case .started: return "upload started \(id)"
+                case .paused: return "upload paused \(id)"
+                case .completed: return "upload completed \(id)"
+                case .failed: return "upload failed \(id)"
+                case .removed: return "upload removed \(id)"
+                }
             }
         }
     }
