@@ -19,7 +19,7 @@ extension Aria2RPC {
     /// machine) to `url`; its GID. Adding the same file for the same URL again returns the
     /// upload there is. Needs the daemon's secret: an upload reads a file and sends it away.
     func addUpload(_ p: Parameters) async throws(RPCError) -> JSONValue {
-        guard secret != nil else {
+        guard !(secret ?? "").isEmpty else {
             throw .failed(
                 "haul.addUpload needs a daemon started with --rpc-secret: an upload reads a file of this machine and sends it away, which nobody who merely reaches the port may ask for"
             )

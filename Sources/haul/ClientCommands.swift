@@ -84,6 +84,19 @@ struct DaemonClient: Sendable {
 
     var endpoint: DaemonEndpoint { rpc.endpoint }
 
+    /// The answer of one of Haul's own listing methods (`haul.tellMirrors`, `haul.tellUploads`);
+    /// nil from a daemon of an older Haul, which does not have it.
+    func list(_ method: String) async throws(ClientFailure) -> [JSONValue]? {
+        do throws(ClientFailure) {
+            return try await call(method).array
+        } catch  where error.isRefusal {
+            return nil
+        }
+    }
+
+    /// The daemon's uploads (`haul.tellUploads`), nil from a daemon of an older Haul.
+    func uploads() async throws(ClientFailure) -> [JSONValue]? { try await list("haul.tellUploads") }
+
     func call(_ method: String, _ params: [JSONValue] = []) async throws(ClientFailure) -> JSONValue {
         do { return try await rpc.call(method, params) } catch { throw ClientFailure(error) }
     }

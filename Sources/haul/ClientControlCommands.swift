@@ -120,6 +120,11 @@ struct RemoveCommand: AsyncParsableCommand {
             // A refusal means that download finished meanwhile; the purge below takes it.
             _ = try await client.each("aria2.remove", unfinished.map(\.gid))
         }
+        // Unfinished uploads too; the purge forgets them with the downloads.
+        if let uploads = try await client.uploads() {
+            let unfinished = uploads.filter { ["active", "waiting", "paused"].contains($0["status"]?.string ?? "") }
+            _ = try await client.each("aria2.remove", unfinished.compactMap { $0["gid"]?.string })
+        }
         _ = try await client.call("aria2.purgeDownloadResult")
         let stat = try await client.call("aria2.getGlobalStat")
         let left = (stat["numActive"]?.integer ?? 0) + (stat["numWaiting"]?.integer ?? 0) + (stat["numStopped"]?.integer ?? 0)

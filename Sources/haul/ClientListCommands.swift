@@ -46,21 +46,13 @@ struct ListCommand: AsyncParsableCommand {
         } else {
             StandardOutput.write(Self.table(downloads))
         }
-        if let mirrors = try await Self.list("haul.tellMirrors", from: client), !mirrors.isEmpty {
-            StandardOutput.write("\n" + Self.mirrorTable(mirrors, now: Date()))
-        }
-        if let uploads = try await Self.list("haul.tellUploads", from: client), !uploads.isEmpty {
-            StandardOutput.write("\n" + Self.uploadTable(uploads))
-        }
-    }
-
-    /// The answer of one of Haul's own listing methods; nil from a daemon of an older Haul,
-    /// which does not have it.
-    static func list(_ method: String, from client: DaemonClient) async throws -> [JSONValue]? {
         do throws(ClientFailure) {
-            return try await client.call(method).array
-        } catch  where error.isRefusal {
-            return nil
+            if let mirrors = try await client.list("haul.tellMirrors"), !mirrors.isEmpty {
+                StandardOutput.write("\n" + Self.mirrorTable(mirrors, now: Date()))
+            }
+            if let uploads = try await client.uploads(), !uploads.isEmpty {
+                StandardOutput.write("\n" + Self.uploadTable(uploads))
+            }
         } catch {
             throw error.report()
         }

@@ -55,7 +55,7 @@ struct PutCommand: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Queue the upload on the running daemon (of --state-dir) and print its GID, instead of sending it here; the daemon must have an --rpc-secret. haul ls lists it."
+            "Queue the upload on the running daemon (of --state-dir) and print its GID, instead of sending it here; the daemon must have an --rpc-secret, and its own --timeout applies. haul ls lists it."
     )
     var daemon = false
 

@@ -67,6 +67,12 @@ struct DaemonUploadTests {
             let message = await fixture.failure("haul.addUpload", [.string(fixture.dir.file("f.bin")), "http://127.0.0.1:1/x"])
             #expect(message?.contains("needs a daemon started with --rpc-secret") == true, "\(message ?? "")")
         }
+        // An empty secret is none: anyone's `token:` would pass it.
+        try await RPCFixture.with(secret: "") { fixture in
+            try fixture.dir.write("f.bin", [1, 2, 3])
+            let message = await fixture.failure("haul.addUpload", [.string(fixture.dir.file("f.bin")), "http://127.0.0.1:1/x"])
+            #expect(message?.contains("needs a daemon started with --rpc-secret") == true, "\(message ?? "")")
+        }
         try await RPCFixture.with(secret: "s3cret") { fixture in
             try fixture.dir.write("f.bin", [1, 2, 3])
             let file = JSONValue.string(fixture.dir.file("f.bin"))

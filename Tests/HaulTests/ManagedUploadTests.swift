@@ -42,12 +42,13 @@ struct ManagedUploadTests {
         /// Runs `body` with a manager on the folder's store, shutting both down afterwards;
         /// what it returned, and every event the manager sent.
         func withManager<T>(
-            maxConcurrent: Int = 5, _ body: (DownloadManager) async throws -> T
+            maxConcurrent: Int = 5, perHost: Int = 16, _ body: (DownloadManager) async throws -> T
         ) async throws -> (T, [DownloadManager.Event]) {
             var configuration = Downloader.Configuration(stateDirectory: state)
             configuration.stallTimeout = .seconds(10)
             let downloader = try Downloader(configuration)
-            let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: maxConcurrent))
+            let manager = DownloadManager(
+                downloader: downloader, configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
             let log = await EventLog.recording(manager)
             do {
                 let value = try await body(manager)
@@ -107,9 +108,9 @@ struct ManagedUploadTests {
         let (high, highContent) = try t.request("high.bin", size: 1 << 20, seed: 63)
         // A download queued first holds the only slot for a while.
         let files = try await FaultServer.start()
-        let downloadContent = testBytes(512 << 10, seed: 60)
+        let downloadContent = testBytes(1 << 20, seed: 60)
         var route = Route(content: downloadContent)
-        route.bytesPerSecond = 2 << 20
+        route.bytesPerSecond = 512 << 10
         files.serve("/d.bin", route)
         let ((download, ids, uploads), events) = try await t.withManager(maxConcurrent: 1) { manager in
             let download = try await manager.add(DownloadRequest(url: files.url("/d.bin"), file: t.dir.file("d.bin")))
@@ -186,14 +187,14 @@ struct ManagedUploadTests {
             return id
         }
         let before = await settled({ t.server.received() }, bytes: \.bytes)
-        let rows = try await Store(directory: t.state).uploadJobs(queue: "default")
+        let rows = try await Store(directory: t.state).uploadJobs(queue: "default").jobs
         let ((restored, done), _) = try await t.withManager { manager in
             try await manager.restore()
             let restored = await manager.upload(id)
             await manager.waitUntilIdle()
             return (restored, await manager.upload(id))
         }
-        let rowsAfter = try await Store(directory: t.state).uploadJobs(queue: "default")
+        let rowsAfter = try await Store(directory: t.state).uploadJobs(queue: "default").jobs
         let received = t.server.received()
         let stored = t.stored("r.bin")
         await t.remove()
@@ -224,7 +225,7 @@ struct ManagedUploadTests {
             return (await manager.upload(running), await manager.upload(waiting))
         }
         // Read once the manager has shut down, which waits for its records.
-        let rows = try await Store(directory: t.state).uploadJobs(queue: "default")
+        let rows = try await Store(directory: t.state).uploadJobs(queue: "default").jobs
         await t.remove()
 
         #expect(cancelled?.status == .failed)
@@ -267,5 +268,61 @@ struct ManagedUploadTests {
         }
         await t.remove()
         #expect(refused?.kind == .invalidRequest)
+    }
+
+    @Test func pausingEverythingStartsNoQueuedUploadOnTheWay() async throws {
+        let t = try await Fixture()
+        let (running, _) = try t.request("running.bin", size: 16 << 20, seed: 69, rateLimit: 4 << 20)
+        let (waiting, _) = try t.request("waiting.bin", size: 1 << 10, seed: 70)
+        let ((first, second, statuses), events) = try await t.withManager(maxConcurrent: 1) { manager in
+            let first = try await manager.addUpload(running)
+            let second = try await manager.addUpload(waiting)
+            _ = try await Self.waitFor(first, in: manager) { ($0.progress?.bytesSent ?? 0) > 0 }
+            await manager.pauseAll()
+            return (first, second, await manager.uploads().map(\.status))
+        }
+        await t.remove()
+
+        #expect(statuses == [.paused, .paused])
+        #expect(Fixture.lifecycle(events, of: first) == ["upload added \(first)", "upload started \(first)", "upload paused \(first)"])
+        #expect(Fixture.lifecycle(events, of: second) == ["upload added \(second)", "upload paused \(second)"], "never started")
+    }
+
+    @Test func anUploadTakesTheSlotAHigherDownloadSetAsideForItsHostLeft() async throws {
+        let t = try await Fixture()
+        let (request, content) = try t.request("u.bin", size: 1 << 10, seed: 75)
+        let (x, y) = (try await FaultServer.start(), try await FaultServer.start())
+        var long = Route(content: testBytes(1 << 20, seed: 76))
+        long.bytesPerSecond = 256 << 10
+        x.serve("/long.bin", long)
+        x.serve("/high.bin", Route(content: testBytes(1 << 10, seed: 77)))
+        var short = Route(content: testBytes(256 << 10, seed: 78))
+        short.bytesPerSecond = 1 << 20
+        y.serve("/short.bin", short)
+        let ((longID, uploadID), events) = try await t.withManager(maxConcurrent: 2, perHost: 1) { manager in
+            // Two downloads fill -j; the upload and a download of a higher priority, for the host
+            // the long one holds, wait. When the short one ends, the high one cannot start (its
+            // host is full) and the upload takes the slot, long before the long one ends.
+            let longID = try await manager.add(DownloadRequest(url: x.url("/long.bin"), file: t.dir.file("long.bin")))
+            _ = try await manager.add(DownloadRequest(url: y.url("/short.bin"), file: t.dir.file("short.bin")))
+            let uploadID = try await manager.addUpload(request)
+            _ = try await manager.add(DownloadRequest(url: x.url("/high.bin"), file: t.dir.file("high.bin")), priority: 5)
+            await manager.waitUntilIdle()
+            return (longID, uploadID)
+        }
+        try await x.shutdown()
+        try await y.shutdown()
+        let stored = t.stored("u.bin")
+        await t.remove()
+
+        let ends = events.compactMap { event -> DownloadManager.ID? in
+            switch event {
+            case .completed(let id, _), .upload(let id, .completed): id
+            default: nil
+            }
+        }
+        #expect(digest(stored) == digest(content))
+        #expect(
+            (ends.firstIndex(of: uploadID) ?? .max) < (ends.firstIndex(of: longID) ?? -1), "the upload ended before the long download")
     }
 }

@@ -82,7 +82,9 @@ extension DownloadManager {
         for id in waiting { transition(id) { $0.pause() } }
         let running = book.index.active
         for id in running { transition(id) { $0.pause() } }
-        for id in uploadIDs([.queued, .running]) { await pauseUpload(id) }
+        // The waiting first (no wait): a running one that stops would start them otherwise.
+        for id in uploadIDs([.queued]) { await pauseUpload(id) }
+        for id in uploadIDs([.running]) { await pauseUpload(id) }
         for id in running { await stopped(id) }
         schedule()
     }
@@ -103,7 +105,8 @@ extension DownloadManager {
         for id in running + book.index.waiting.elements(from: 0, limit: book.index.waiting.count).map(\.id) {
             transition(id) { $0.cancel() }
         }
-        for id in uploadIDs([.queued, .paused, .running]) { await cancelUpload(id) }
+        for id in uploadIDs([.queued, .paused]) { await cancelUpload(id) }
+        for id in uploadIDs([.running]) { await cancelUpload(id) }
         for id in running { await stopped(id) }
         schedule()
     }
@@ -126,7 +129,8 @@ extension DownloadManager {
     public func removeAll() async {
         let running = book.index.active
         for id in Array(book.entries.keys) { transition(id) { $0.remove() } }
-        for id in Array(uploadBook.entries.keys) { await removeUpload(id) }
+        for id in uploadIDs([.queued, .paused, .completed, .failed]) { await removeUpload(id) }
+        for id in uploadIDs([.running]) { await removeUpload(id) }
         for id in running { await stopped(id) }
         schedule()
     }

@@ -61,6 +61,9 @@ extension DownloadManager {
         }
         startUploads()
         perform(book.schedule(maxConcurrent: maxConcurrent - uploadBook.running, hosts: hosts))
+        // A download of a higher priority that held an upload back may have been set aside for
+        // want of a connection to its host: the slot it left is the upload's.
+        startUploads()
         if isIdle { wakeIdleWaiters() }
     }
 
@@ -145,5 +148,6 @@ extension DownloadManager {
         for key in book.index.waiting.elements(from: 0, limit: book.index.waiting.count) {
             transition(key.id) { $0.fail(failure) }
         }
+        haltUploads(failure)
     }
 }

@@ -24,8 +24,13 @@ struct UploadBook {
         var stop: Stop?
     }
 
-    /// Why a running upload is being stopped: what it becomes once its attempt has ended.
-    enum Stop { case pause, cancel, remove, shutdown }
+    /// Why a running upload is being stopped: what it becomes once its attempt has ended. Of
+    /// two reasons given while it stops, the stronger holds (a remove is not undone by a pause).
+    enum Stop: Int, Comparable {
+        case shutdown, pause, cancel, remove
+
+        static func < (a: Stop, b: Stop) -> Bool { a.rawValue < b.rawValue }
+    }
 
     var entries: [DownloadID: Entry] = [:]
     var nextPosition: Int64 = 0
@@ -45,6 +50,11 @@ struct UploadBook {
     }
 
     var hasQueued: Bool { entries.values.contains { $0.status == .queued } }
+
+    /// The upload of `file` to `url`, if there is one.
+    func entry(file: String, url: String) -> Entry? {
+        entries.values.first { $0.request.file == file && $0.request.url == url }
+    }
 }
 
 extension DownloadManager {
@@ -77,7 +87,7 @@ extension DownloadManager {
     /// downloader's clients, cookies, rate limit and store.
     ///
     /// ```swift
-    /// let id = try await manager.addUpload(UploadRequest(file: "video.mp4", url: "https://uploadBook.example/files"))
+    /// let id = try await manager.addUpload(UploadRequest(file: "video.mp4", url: "https://uploads.example/files"))
     /// await manager.waitUntilIdle()
     /// print(await manager.upload(id)?.result?.location ?? "not sent")
     /// ```
@@ -101,33 +111,44 @@ extension DownloadManager {
         try request.validate()
         var request = request
         request.file = DownloadRequest.absolutePath(request.file)
-        if !uploadBook.restored, let row = try await store.uploadJob(queue: queue, file: request.file, url: request.url),
-            uploadBook.entries[row.id] == nil
-        {
-            insertRestoredUpload(row)
+        if !uploadBook.restored {
+            // Changes made before this are on disk before the store is asked.
+            _ = await uploadBook.saves?.value
+            if let row = try await store.uploadJob(queue: queue, file: request.file, url: request.url), uploadBook.entries[row.id] == nil {
+                insertRestoredUpload(row)
+            }
         }
-        let id: ID
-        if let existing = uploadBook.entries.values.first(where: { $0.request.file == request.file && $0.request.url == request.url }) {
-            id = existing.id
-            guard existing.status == .completed || existing.status == .failed else { return id }
-            uploadBook.entries[id]?.request = request
-            uploadBook.entries[id]?.priority = priority
-            uploadBook.entries[id]?.finishOrder = nil
-            uploadBook.entries[id]?.result = nil
-            uploadBook.entries[id]?.error = nil
-            uploadBook.entries[id]?.status = paused ? .paused : .queued
+        // The entry joins the book only once its row is on disk: nothing starts, stops or lists
+        // an upload that a crash would lose.
+        var entry: UploadBook.Entry
+        if let existing = uploadBook.entry(file: request.file, url: request.url) {
+            guard existing.status == .completed || existing.status == .failed else { return existing.id }
+            entry = existing
+            entry.request = request
+            entry.priority = priority
+            entry.finishOrder = nil
+            entry.result = nil
+            entry.error = nil
+            entry.status = paused ? .paused : .queued
         } else {
-            id = DownloadID.next()
             uploadBook.nextPosition += Self.positionStep
-            uploadBook.entries[id] = UploadBook.Entry(
-                id: id, request: request, status: paused ? .paused : .queued, priority: priority,
+            entry = UploadBook.Entry(
+                id: DownloadID.next(), request: request, status: paused ? .paused : .queued, priority: priority,
                 position: uploadBook.nextPosition, host: HostConnections.host(of: request.url))
         }
-        // Added means recorded: a crash after this returns loses nothing.
-        if let failure = await persistUpload(id).value {
-            uploadBook.entries[id] = nil
-            throw failure
+        let id = entry.id
+        if let failure = await persistUpload(id, as: entry).value { throw failure }
+        // Meanwhile the manager may have shut down, or another add of the same file and URL won.
+        guard !isShutDown else {
+            persistUpload(id)
+            throw .invalidRequest("the download manager has shut down")
         }
+        if let other = uploadBook.entry(file: request.file, url: request.url), other.id != id || other.status != .completed && other.status != .failed {
+            // Its record goes back to what the book holds (none, for a new one).
+            persistUpload(id)
+            return other.id
+        }
+        uploadBook.entries[id] = entry
         hub.send(.upload(id, .added))
         if paused { hub.send(.upload(id, .paused)) }
         schedule()
@@ -165,9 +186,14 @@ extension DownloadManager {
     /// process ended is queued again.
     func restoreUploads() async throws(DownloadError) {
         guard !uploadBook.restored else { return }
-        let rows = try await store.uploadJobs(queue: queue)
+        _ = await uploadBook.saves?.value
+        let (rows, unreadable) = try await store.uploadJobs(queue: queue)
+        guard !uploadBook.restored else { return }
         uploadBook.restored = true
         for row in rows where uploadBook.entries[row.id] == nil { insertRestoredUpload(row) }
+        for (id, why) in unreadable {
+            downloader.configuration.logger.error("upload \(id) of the store is left out: its record cannot be read (\(why))")
+        }
     }
 
     private func insertRestoredUpload(_ row: UploadJobRow) {
@@ -186,9 +212,14 @@ extension DownloadManager {
     /// recorded before: the returned task says whether the store took it.
     @discardableResult
     func persistUpload(_ id: ID) -> Task<DownloadError?, Never> {
+        persistUpload(id, as: uploadBook.entries[id])
+    }
+
+    /// Records upload `id` as `entry` says (forgets it for nil), after every change recorded before.
+    private func persistUpload(_ id: ID, as entry: UploadBook.Entry?) -> Task<DownloadError?, Never> {
         let previous = uploadBook.saves
         let (store, logger, queue) = (store, downloader.configuration.logger, queue)
-        let row = uploadBook.entries[id].map { entry in
+        let row = entry.map { entry in
             UploadJobRow(
                 id: id, queue: queue, request: entry.request, status: entry.status, priority: entry.priority,
                 position: entry.position, finishOrder: entry.finishOrder, result: entry.result, error: entry.error)
@@ -267,7 +298,7 @@ extension DownloadManager {
             hub.send(.upload(id, .removed))
             schedule()
             return
-        case (.shutdown?, _):
+        case (.shutdown?, .failure):
             // Its record still says running, as a crash would leave it: the next restore queues it.
             entry.status = .queued
             uploadBook.entries[id] = entry
@@ -307,7 +338,8 @@ extension DownloadManager {
     /// Stops a running upload for `stop` and waits until its attempt has ended.
     private func stopUpload(_ id: ID, _ stop: UploadBook.Stop) async {
         guard let task = uploadBook.entries[id]?.task else { return }
-        uploadBook.entries[id]?.stop = stop
+        let stronger = max(stop, uploadBook.entries[id]?.stop ?? stop)
+        uploadBook.entries[id]?.stop = stronger
         task.cancel()
         await task.wait()
     }
@@ -368,6 +400,18 @@ extension DownloadManager {
             hub.send(.upload(id, .removed))
         }
         schedule()
+    }
+
+    /// The store failed (``halt(_:)``): the uploads that wait fail with it; running ones end
+    /// by themselves, their own records failing.
+    func haltUploads(_ failure: DownloadError) {
+        for id in uploadIDs([.queued, .paused]) {
+            uploadBook.nextFinishOrder += 1
+            uploadBook.entries[id]?.finishOrder = uploadBook.nextFinishOrder
+            uploadBook.entries[id]?.status = .failed
+            uploadBook.entries[id]?.error = failure
+            hub.send(.upload(id, .failed(failure)))
+        }
     }
 
     /// The ids of the uploads in `statuses`.

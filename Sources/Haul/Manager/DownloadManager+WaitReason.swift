@@ -38,7 +38,8 @@ extension DownloadManager {
         if book.index.blocked[entry.host]?.contains(entry.key) == true {
             return .host(entry.host, limit: hosts.limit)
         }
-        if book.transferring >= maxConcurrent { return .slot(running: book.transferring, limit: maxConcurrent) }
+        let running = book.transferring + uploadBook.running
+        if running >= maxConcurrent { return .slot(running: running, limit: maxConcurrent) }
         if book.committing >= DownloadBook.maxCommitting { return .writing(pending: book.committing, limit: DownloadBook.maxCommitting) }
         if hosts.available(entry.host) == 0 { return .host(entry.host, limit: hosts.limit) }
         return .starting

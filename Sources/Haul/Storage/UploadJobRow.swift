@@ -63,10 +63,19 @@ extension UploadJobRow: FetchableRecord, PersistableRecord {
 }
 
 extension Store {
-    /// The queued uploads of `queue`, in the order they were added.
-    func uploadJobs(queue: String) async throws(DownloadError) -> [UploadJobRow] {
+    /// The queued uploads of `queue`, in the order they were added, and those whose record
+    /// cannot be read (a request this version cannot decode), with why: one bad row does not
+    /// hide the others.
+    func uploadJobs(queue: String) async throws(DownloadError) -> (jobs: [UploadJobRow], unreadable: [(DownloadID, String)]) {
         try await read { db in
-            try UploadJobRow.fetchAll(db, sql: "SELECT * FROM uploadJob WHERE queue = ? ORDER BY position", arguments: [queue])
+            var jobs: [UploadJobRow] = []
+            var unreadable: [(DownloadID, String)] = []
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM uploadJob WHERE queue = ? ORDER BY position", arguments: [queue]) {
+                do { jobs.append(try UploadJobRow(row: row)) } catch {
+                    unreadable.append((DownloadID(stored: row["id"]), "\(error)"))
+                }
+            }
+            return (jobs, unreadable)
         }
     }
 

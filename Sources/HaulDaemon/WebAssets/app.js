@@ -272,7 +272,8 @@
     try {
       await rpc.call(method, gid);
     } catch (e) {
-      Dom.toast(e.message || String(e));
+      if (Rpc.isUnauthorized(e)) setAuth("needed");
+      else Dom.toast(e.message || String(e));
     }
     refreshNow();
   });
