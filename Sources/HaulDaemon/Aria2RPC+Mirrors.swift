@@ -5,7 +5,9 @@ import Haul
 /// daemon copies and keeps in sync (``DaemonMirrors``).
 extension Aria2RPC {
     /// The options `haul.addMirror` takes besides the per-download ones of `addUri`.
-    static let mirrorOptionNames: Set<String> = ["every", "delete", "include", "exclude", "level", "max-concurrent-downloads"]
+    static let mirrorOptionNames: Set<String> = [
+        "every", "delete", "include", "exclude", "level", "max-concurrent-downloads", "checksum-file", "require-checksum",
+    ]
 
     /// `[url, options]`: adds a mirror of the folder at `url` into `dir` (default: the daemon's
     /// folder) and runs it now; with `every` (`90s`, `30m`, `1h`, `1d` or seconds) it runs again
@@ -32,7 +34,29 @@ extension Aria2RPC {
         if let limit = try Aria2Options.integer(options["max-concurrent-downloads"], "max-concurrent-downloads", in: 1...1000) {
             definition.maxConcurrentDownloads = Int(limit)
         }
+        definition.checksumFile = try checksumFile(options["checksum-file"])
+        if try Aria2Options.bool(options["require-checksum"], "require-checksum") == true {
+            guard definition.checksumFile != nil else { throw .failed("option require-checksum needs checksum-file") }
+            definition.requiresChecksum = true
+        }
         do { return .string(try await mirrors.add(definition)) } catch { throw .failed(error.description) }
+    }
+
+    /// `checksum-file`: an http(s) URL, or (with the daemon's secret: the daemon reads it, and
+    /// its errors quote it) an absolute path on the daemon's machine.
+    func checksumFile(_ value: JSONValue?) throws(RPCError) -> String? {
+        guard let location = try Aria2Options.string(value, "checksum-file") else { return nil }
+        let lowered = location.lowercased()
+        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
+            try Aria2Options.validate(url: location)
+            return location
+        }
+        try FolderPolicy.refuseControlCharacters(location, "checksum-file")
+        guard !(secret ?? "").isEmpty else {
+            throw .failed("option checksum-file must be an http(s) URL: a daemon without --rpc-secret reads no file of its machine for a client")
+        }
+        guard location.hasPrefix("/") else { throw .failed("option checksum-file must be an http(s) URL or an absolute path, not \(location)") }
+        return location
     }
 
     /// `[]`: every mirror, its options, whether it runs (and its files now), its last run.
@@ -100,6 +124,8 @@ extension Aria2RPC {
         ]
         if !definition.include.isEmpty { object["include"] = .array(definition.include.map { .string($0) }) }
         if !definition.exclude.isEmpty { object["exclude"] = .array(definition.exclude.map { .string($0) }) }
+        if let checksumFile = definition.checksumFile { object["checksumFile"] = .string(URLRedaction.redact(checksumFile)) }
+        if definition.requiresChecksum == true { object["requireChecksum"] = "true" }
         if let started = definition.lastStarted { object["lastStarted"] = .string(String(Int64(started.timeIntervalSince1970))) }
         if let ended = definition.lastEnded { object["lastEnded"] = .string(String(Int64(ended.timeIntervalSince1970))) }
         if status.totals == nil, let next = definition.nextRun, next > .distantPast {

@@ -23,6 +23,11 @@ actor DaemonMirrors: Service {
         var exclude: [String] = []
         var level = 50
         var maxConcurrentDownloads: Int
+        /// A checksum file read at the start of each run (an http(s) URL, or a path on the
+        /// daemon's machine); optional, so that definitions saved before it still read.
+        var checksumFile: String?
+        /// With ``checksumFile``: a file it does not list fails.
+        var requiresChecksum: Bool?
         /// The request its listings and files are fetched with (the daemon's options and the
         /// ones given at the add).
         var template: DownloadRequest
@@ -42,6 +47,8 @@ actor DaemonMirrors: Service {
             configuration.maxDepth = level
             configuration.maxConcurrentDownloads = maxConcurrentDownloads
             configuration.maxConnectionsPerHost = maxConnectionsPerHost
+            configuration.checksumFile = checksumFile
+            configuration.requiresChecksum = requiresChecksum ?? false
             return configuration
         }
 

@@ -83,7 +83,6 @@ struct MirrorCommand: AsyncParsableCommand {
         if !(timeout > 0 && timeout <= 86400) { throw ValidationError("--timeout must be between 0 and 86400 seconds") }
         if every != nil {
             if dryRun || json { throw ValidationError("--every hands the mirror to the daemon: --dry-run and --json are for a run here") }
-            if checksums.checksumFile != nil { throw ValidationError("--every does not take --checksum-file: the daemon's mirrors do not verify against one") }
         }
     }
 
@@ -167,6 +166,12 @@ struct MirrorCommand: AsyncParsableCommand {
         if delete { options["delete"] = "true" }
         if !include.isEmpty { options["include"] = .array(include.map { .string($0) }) }
         if !exclude.isEmpty { options["exclude"] = .array(exclude.map { .string($0) }) }
+        if let list = checksums.checksumFile {
+            let lowered = list.lowercased()
+            let isURL = lowered.hasPrefix("http://") || lowered.hasPrefix("https://")
+            options["checksum-file"] = .string(isURL ? list : FilePaths.absolute(list))
+            if checksums.requireChecksum { options["require-checksum"] = "true" }
+        }
         do throws(ClientFailure) {
             let answer = try await client.call("haul.addMirror", [.string(url), .object(options)])
             guard let id = answer.string else { throw .unexpected("haul.addMirror", answer) }

@@ -26,15 +26,22 @@ struct DaemonMirrorTests {
         let dir = try TestDirectory()
         defer { dir.remove() }
         var files = MirrorTests.serveTree(on: server, count: 6, size: 2000)
-        try await DaemonProcess.with(state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads")]) { daemon in
+        try await DaemonProcess.with(state: dir.file("state"), in: dir.path, ["-d", dir.file("downloads"), "--rpc-secret", "s3cret"]) { daemon in
             // The command line hands it to the daemon and prints its id.
+            // With a checksum file of a file that does not change, which the daemon reads at each run
+            // (a path of its machine: it has a secret).
+            try dir.write("SUMS", Array("\(sha256Hex(files["f1.bin"]!))  f1.bin\n".utf8))
             let added = try await HaulProcess.capture(
-                ["mirror", "--every", "1s", "--state-dir", dir.file("state"), server.url("/tree/"), dir.file("downloads/tree")], in: dir.path)
+                [
+                    "mirror", "--every", "1s", "--checksum-file", "SUMS", "--state-dir", dir.file("state"), server.url("/tree/"),
+                    dir.file("downloads/tree"),
+                ], in: dir.path)
             #expect(added.status == 0, "\(added.stderr)")
             let id = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(id.count == 16, "\(added.stdout)")
             let first = try await Self.waitForMirror({ try await daemon.call($0) }) { $0["last"]?["new"]?.string == String(files.count) }
             #expect(first["id"]?.string == id && first["every"]?.string == "1")
+            #expect(first["checksumFile"]?.string == dir.file("SUMS"), "the path made absolute: \(first)")
             #expect(MirrorCommandTests.read(dir.file("downloads/tree")) == files)
 
             // The server changes one file; the next scheduled run fetches it, and only it.
@@ -96,6 +103,8 @@ struct DaemonMirrorTests {
             #expect(await fixture.failure("haul.addMirror", [url, ["out": "x"]])?.contains("cannot be given with a mirror") == true)
             #expect(await fixture.failure("haul.addMirror", [url, ["level": "-1"]])?.contains("option level must be a number") == true)
             #expect(await fixture.failure("haul.addMirror", [url, ["include": 3]])?.contains("option include must be a glob") == true)
+            #expect(await fixture.failure("haul.addMirror", [url, ["checksum-file": "/etc/passwd"]])?.contains("must be an http(s) URL") == true)
+            #expect(await fixture.failure("haul.addMirror", [url, ["require-checksum": "true"]]) == "option require-checksum needs checksum-file")
             #expect(await fixture.failure("haul.removeMirror", ["0123456789abcdef"]) == "no mirror 0123456789abcdef")
             #expect(await fixture.failure("haul.runMirror", ["nope"]) == "Invalid mirror id nope")
             #expect(try await fixture.call("haul.tellMirrors") == [])
@@ -104,6 +113,37 @@ struct DaemonMirrorTests {
             // Adding changes the daemon's state: the GET form refuses it.
             let get = await fixture.answer(#"{"jsonrpc":"2.0","id":1,"method":"haul.addMirror","params":["http://127.0.0.1/x/"]}"#, readOnly: true)
             #expect(get["error"]?["message"]?.string?.contains("never does") == true)
+        }
+    }
+
+    @Test func aMirrorsChecksumFileIsReadAtEachRunAndFailsTheFilesThatDoNotMatch() async throws {
+        try await RPCFixture.with { fixture in
+            let files = MirrorTests.serveTree(on: fixture.server, count: 3, size: 1000)
+            // f1.bin's digest is wrong; sub/deep.txt is not listed.
+            let sums = ["f0.bin", "f1.bin", "f2.bin"].map { name in
+                "\(name == "f1.bin" ? String(repeating: "0", count: 64) : sha256Hex(files[name]!))  \(name)\n"
+            }
+            fixture.server.serve("/sums/SHA256SUMS", Route(content: Array(sums.joined().utf8)))
+            let options: JSONValue = ["dir": "t", "checksum-file": .string(fixture.server.url("/sums/SHA256SUMS"))]
+            let id = try await fixture.call("haul.addMirror", [.string(fixture.server.url("/tree/")), options])
+            let done = try await Self.waitForMirror({ try await fixture.call($0) }) { $0["status"]?.string == "error" }
+            #expect(done["id"] == id)
+            #expect(done["checksumFile"]?.string == fixture.server.url("/sums/SHA256SUMS"))
+            #expect(done["last"]?["failed"]?.string == "1", "\(done)")
+            #expect(done["problems"]?.array?.contains { $0.string?.contains("f1.bin") == true } == true, "\(done)")
+            let copied = MirrorCommandTests.read(fixture.downloads + "/t")
+            #expect(copied["f0.bin"] == files["f0.bin"] && copied["f2.bin"] == files["f2.bin"])
+            #expect(copied["sub/deep.txt"] == files["sub/deep.txt"], "not listed, not required")
+            #expect(copied["f1.bin"] == nil, "a file that does not match is never at its final name")
+
+            // A list that cannot be read fails the run, before any file is fetched.
+            try await fixture.call("haul.removeMirror", [id])
+            let gone: JSONValue = ["dir": "u", "checksum-file": .string(fixture.server.url("/sums/missing"))]
+            _ = try await fixture.call("haul.addMirror", [.string(fixture.server.url("/tree/")), gone])
+            let failed = try await Self.waitForMirror({ try await fixture.call($0) }) { $0["status"]?.string == "error" }
+            #expect(failed["problems"]?.array?.first?.string?.contains("404") == true, "\(failed)")
+            #expect(failed["last"] == nil)
+            #expect(!FileManager.default.fileExists(atPath: fixture.downloads + "/u/f0.bin"))
         }
     }
 

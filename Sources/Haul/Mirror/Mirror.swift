@@ -53,7 +53,13 @@ public final class Mirror: Sendable {
         public var maxConnectionsPerHost = 16
         /// A checksum file (`SHA256SUMS`) whose digests the files it lists are verified against.
         public var checksums: ChecksumFile?
-        /// With ``checksums``: a file the list does not name fails, and nothing is saved for it.
+        /// Where to read ``checksums`` from at the start of each run, when they are not given:
+        /// a path, or an `http(s)` URL fetched with ``template``'s network options. A mirror run
+        /// again and again (the daemon's) verifies against the list as it stands at each run. A
+        /// list that cannot be read fails the run: nothing is fetched unverified.
+        public var checksumFile: String?
+        /// With ``checksums`` (or ``checksumFile``): a file the list does not name fails, and
+        /// nothing is saved for it.
         public var requiresChecksum = false
 
         /// The tree at `url` into `directory` (made absolute against the current folder).
@@ -149,11 +155,15 @@ public final class Mirror: Sendable {
     /// - Parameter events: told of each file fetched in a dry run, deleted, skipped or failed,
     ///   as it happens.
     /// - Returns: what became of the tree's files; their errors are in ``Summary/errors``.
-    /// - Throws: a ``DownloadError`` when the mirror's records cannot be read (the store).
+    /// - Throws: a ``DownloadError`` when the mirror's records cannot be read (the store), or
+    ///   its ``Configuration/checksumFile`` cannot be fetched or read.
     public func run(_ events: @escaping @Sendable (Event) -> Void = { _ in }) async throws(DownloadError) -> Summary {
-        let configuration = configuration
+        var configuration = configuration
         let earlier: [(download: DownloadManager.Download, row: DownloadRow)]
         do throws(DownloadError) {
+            if configuration.checksums == nil, let location = configuration.checksumFile {
+                configuration.checksums = try await ChecksumFile.load(location, template: configuration.template, downloader: downloader)
+            }
             earlier = try await manager.storedDownloadsAndRows()
             // Unfinished files of an earlier run continue now (not in a dry run, which changes nothing).
             if !configuration.dryRun { try await manager.restore(rows: earlier.map(\.row)) }
