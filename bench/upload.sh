@@ -5,7 +5,9 @@
 #      against tuspy (8 MiB chunks), ROUNDS rounds alternating;
 #   2. the same file with haul killed with -9 after 96 MiB went through the forwarder, then the
 #      same command again: every byte sent in all, cut-off PATCHes and HTTP heads included;
-#   3. a 512 MiB plain PUT to nginx WebDAV: haul against curl -T, ROUNDS rounds alternating.
+#   3. a 512 MiB plain PUT to nginx WebDAV: haul against curl -T, ROUNDS rounds alternating,
+#      each with nginx's own time for it (the transfer alone), then a 1-byte PUT of each (what a
+#      run costs besides the transfer: start, connection, exit).
 # Wall time and peak RSS (/usr/bin/time) of each; every upload is compared with its source.
 #
 #   bench/upload.sh [ROUNDS]     (ROUNDS defaults to 3)
@@ -54,13 +56,17 @@ TUS=http://127.0.0.1:$FORWARDER_PORT/files
 # Every byte clients sent through the forwarder so far.
 sent() { python3 -c "import json; print(json.load(open('$WORK/sent.json'))['bytes'])"; }
 
-NGINX_SERVER_EXTRA="location /dav/ { alias \"$WORK/www/\"; dav_methods PUT; client_max_body_size 0; }" \
+# request_time: how long nginx took over each PUT, from its first byte to its answer — the
+# transfer without either client's start and exit.
+NGINX_ACCESS_LOG_FORMAT='$request_uri $request_time' \
+    NGINX_SERVER_EXTRA="location /dav/ { alias \"$WORK/www/\"; dav_methods PUT; client_max_body_size 0; }" \
     start_nginx "$WORK/nginx" "$WORK/www" || exit 2
 DAV=http://127.0.0.1:$PORT/dav
 
 timed() {   # timed LABEL CHECK_FILE SOURCE COMMAND...
     local label=$1 check=$2 source=$3; shift 3
     rm -f "$check"
+    sync   # the last run's written file is not flushed during this one
     local before; before=$(sent)
     /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" > /dev/null
     read -r wall rss < "$WORK/time.txt"
@@ -95,9 +101,18 @@ verdict=ok; cmp -s "$WORK/tus/256.bin" "$WORK/256.bin" || verdict="FAILED: diffe
 printf 'kill -9 at %d MiB, then rerun: %d bytes sent in all (file %d, +%d)  %s\n' \
     $((at_kill >> 20)) "$total" $((256 << 20)) $((total - (256 << 20))) "$verdict"
 
+# nginx's time for the last request.
+served() { printf '%-34s nginx %6.3f s\n' "  $1" "$(tail -n 1 "$WORK/nginx/access.log" | cut -d' ' -f2)"; }
+head -c 1 /dev/urandom > "$WORK/1.bin"
 for ((round = 1; round <= ROUNDS; round++)); do
     timed "round $round PUT 512 MiB: haul" "$WORK/www/haul.bin" "$WORK/512.bin" \
         "$HAUL" put -q --protocol put --state-dir "$WORK/state" "$WORK/512.bin" "$DAV/haul.bin"
+    served "of which the transfer"
     timed "round $round PUT 512 MiB: curl -T" "$WORK/www/curl.bin" "$WORK/512.bin" \
         curl -sS -f -T "$WORK/512.bin" "$DAV/curl.bin"
+    served "of which the transfer"
+    # A 1-byte PUT: what each costs besides the transfer (start, connection, exit).
+    timed "round $round PUT 1 B: haul" "$WORK/www/haul1.bin" "$WORK/1.bin" \
+        "$HAUL" put -q --protocol put --state-dir "$WORK/state" "$WORK/1.bin" "$DAV/haul1.bin"
+    timed "round $round PUT 1 B: curl -T" "$WORK/www/curl1.bin" "$WORK/1.bin" curl -sS -f -T "$WORK/1.bin" "$DAV/curl1.bin"
 done
