@@ -125,11 +125,12 @@ struct ListCommand: AsyncParsableCommand {
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show one of the daemon's downloads in detail.",
+        abstract: "Show one of the daemon's downloads (or uploads) in detail.",
         discussion: """
             Labelled lines: gid, status, url, file (or folder, until the server has named the file), \
-            progress, speed, ETA and connections while active, error when it failed. With --json, the \
-            aria2 status object as the daemon sent it.
+            progress, speed, ETA and connections while active, error when it failed; for an upload, \
+            the file, the URL it goes to and, once complete, its location. With --json, the aria2 \
+            status object as the daemon sent it.
 
             Exit status: \(ClientExitStatus.summary)
             """)
@@ -174,11 +175,12 @@ struct StatusCommand: AsyncParsableCommand {
         if download.status == "active" {
             lines.append(("speed", Format.rate(Double(download.downloadSpeed))))
             if let eta = download.eta { lines.append(("ETA", Format.duration(eta))) }
-            lines.append(("connections", String(download.connections)))
+            if !download.isUpload { lines.append(("connections", String(download.connections))) }
         }
         if download.status == "error" {
-            lines.append(("error", "\(download.errorText) (aria2 error code \(download.errorCode ?? "?"))"))
+            lines.append(("error", download.isUpload ? download.errorText : "\(download.errorText) (aria2 error code \(download.errorCode ?? "?"))"))
         }
+        if download.isUpload, let location = download.json["location"]?.string { lines.append(("location", location)) }
         return lines
     }
 }

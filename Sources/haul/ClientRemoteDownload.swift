@@ -21,7 +21,10 @@ struct RemoteDownload {
     var status: String { json["status"]?.string ?? "?" }
     var totalLength: Int64 { json["totalLength"]?.integer ?? 0 }
     var completedLength: Int64 { json["completedLength"]?.integer ?? 0 }
-    var downloadSpeed: Int64 { json["downloadSpeed"]?.integer ?? 0 }
+    /// An upload's object (`haul.tellUploads`, or `tellStatus` of an upload's GID) rather than a download's.
+    var isUpload: Bool { json["uploadLength"] != nil }
+    /// Bytes a second: received, or for an upload sent.
+    var downloadSpeed: Int64 { json[isUpload ? "uploadSpeed" : "downloadSpeed"]?.integer ?? 0 }
     var connections: Int64 { json["connections"]?.integer ?? 0 }
     var errorCode: String? { json["errorCode"]?.string }
     /// aria2 sends "" for a download that did not fail.
@@ -33,12 +36,14 @@ struct RemoteDownload {
     private var file: JSONValue? { json["files"]?.array?.first }
 
     /// The file's path once the daemon knows it.
+    /// The file's path once the daemon knows it (an upload's, always).
     var path: String? {
-        guard let path = file?["path"]?.string, !path.isEmpty else { return nil }
+        guard let path = isUpload ? json["file"]?.string : file?["path"]?.string, !path.isEmpty else { return nil }
         return path
     }
 
-    var url: String? { file?["uris"]?.array?.first?["uri"]?.string }
+    /// The URL it comes from, or an upload's target.
+    var url: String? { isUpload ? json["url"]?.string : file?["uris"]?.array?.first?["uri"]?.string }
 
     /// The file's name, else the URL's last path segment, else the URL.
     var name: String {

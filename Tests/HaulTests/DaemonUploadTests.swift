@@ -116,6 +116,10 @@ struct DaemonUploadTests {
             let line = list.stdout.split(separator: "\n").first { $0.hasPrefix(gid) }.map(String.init) ?? ""
             #expect(list.stdout.contains("UPLOAD") && line.contains("paused"), "\(list.stdout)")
             #expect(line.contains(dir.file("big.bin")) && line.contains(server.url("big.bin")), "\(list.stdout)")
+            let status = try await HaulProcess.capture(["status", "--state-dir", state, gid], in: dir.path)
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(status.stdout.contains("paused") && status.stdout.contains(dir.file("big.bin")), "\(status.stdout)")
+            #expect(status.stdout.contains(server.url("big.bin")) && status.stdout.contains("/ 24.0 MiB"), "\(status.stdout)")
             let resume = try await HaulProcess.capture(["resume", "--state-dir", state, gid], in: dir.path)
             #expect(resume.status == 0, "\(resume.stderr)")
 
