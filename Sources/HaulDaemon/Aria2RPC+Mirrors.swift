@@ -46,8 +46,7 @@ extension Aria2RPC {
     /// its errors quote it) an absolute path on the daemon's machine.
     func checksumFile(_ value: JSONValue?) throws(RPCError) -> String? {
         guard let location = try Aria2Options.string(value, "checksum-file") else { return nil }
-        let lowered = location.lowercased()
-        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
+        if ChecksumFile.isURL(location) {
             try Aria2Options.validate(url: location)
             return location
         }

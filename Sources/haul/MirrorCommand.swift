@@ -167,9 +167,7 @@ struct MirrorCommand: AsyncParsableCommand {
         if !include.isEmpty { options["include"] = .array(include.map { .string($0) }) }
         if !exclude.isEmpty { options["exclude"] = .array(exclude.map { .string($0) }) }
         if let list = checksums.checksumFile {
-            let lowered = list.lowercased()
-            let isURL = lowered.hasPrefix("http://") || lowered.hasPrefix("https://")
-            options["checksum-file"] = .string(isURL ? list : FilePaths.absolute(list))
+            options["checksum-file"] = .string(ChecksumFile.isURL(list) ? list : FilePaths.absolute(list))
             if checksums.requireChecksum { options["require-checksum"] = "true" }
         }
         do throws(ClientFailure) {

@@ -116,12 +116,7 @@ extension DownloadManager {
         for key in book.index.stopped.elements(from: 0, limit: book.index.stopped.count) {
             transition(key.id) { $0.remove() }
         }
-        for id in uploadIDs([.completed, .failed]) {
-            uploadBook.entries[id] = nil
-            uploadBoard.remove(id)
-            persistUpload(id)
-            hub.send(.upload(id, .removed))
-        }
+        for id in uploadIDs([.completed, .failed]) { forgetUpload(id) }
         schedule()
     }
 

@@ -44,9 +44,12 @@ struct UploadBook {
 
     /// The queued uploads in the order they start: higher priority first, then the first added.
     var ready: [Entry] {
-        entries.values.filter { $0.status == .queued }.sorted {
-            $0.priority != $1.priority ? $0.priority > $1.priority : $0.position < $1.position
-        }
+        entries.values.filter { $0.status == .queued }.sorted(by: Self.startsBefore)
+    }
+
+    /// Start order: higher priority first, then the first added.
+    static func startsBefore(_ a: Entry, _ b: Entry) -> Bool {
+        a.priority != b.priority ? a.priority > b.priority : a.position < b.position
     }
 
     var hasQueued: Bool { entries.values.contains { $0.status == .queued } }
@@ -165,9 +168,7 @@ extension DownloadManager {
     public func uploads() -> [Upload] {
         let entries = Array(uploadBook.entries.values)
         let running = entries.filter { $0.status == .running }.sorted { $0.position < $1.position }
-        let waiting = entries.filter { $0.status == .queued || $0.status == .paused }.sorted {
-            $0.priority != $1.priority ? $0.priority > $1.priority : $0.position < $1.position
-        }
+        let waiting = entries.filter { $0.status == .queued || $0.status == .paused }.sorted(by: UploadBook.startsBefore)
         let finished = entries.filter { $0.status == .completed || $0.status == .failed }.sorted {
             ($0.finishOrder ?? 0) < ($1.finishOrder ?? 0)
         }
@@ -242,7 +243,7 @@ extension DownloadManager {
 
     /// Starts the queued uploads the limits allow, before any download of a lower priority.
     func startUploads() {
-        guard !uploadBook.entries.isEmpty, uploadBook.hasQueued else { return }
+        guard uploadBook.hasQueued else { return }
         var free = maxConcurrent - book.transferring - uploadBook.running
         let bestDownload = book.index.ready.first?.priority
         for entry in uploadBook.ready where free > 0 {
@@ -292,10 +293,7 @@ extension DownloadManager {
         let event: UploadEvent
         switch (stop, outcome) {
         case (.remove?, _):
-            uploadBook.entries[id] = nil
-            uploadBoard.remove(id)
-            persistUpload(id)
-            hub.send(.upload(id, .removed))
+            forgetUpload(id)
             schedule()
             return
         case (.shutdown?, .failure):
@@ -376,12 +374,8 @@ extension DownloadManager {
         case .running?:
             await stopUpload(id, .cancel)
         case .queued?, .paused?:
-            uploadBook.nextFinishOrder += 1
-            uploadBook.entries[id]?.finishOrder = uploadBook.nextFinishOrder
-            uploadBook.entries[id]?.status = .failed
-            uploadBook.entries[id]?.error = .cancelled
+            failWaitingUpload(id, .cancelled)
             persistUpload(id)
-            hub.send(.upload(id, .failed(.cancelled)))
         default:
             break
         }
@@ -394,24 +388,32 @@ extension DownloadManager {
         if entry.status == .running {
             await stopUpload(id, .remove)
         } else {
-            uploadBook.entries[id] = nil
-            uploadBoard.remove(id)
-            persistUpload(id)
-            hub.send(.upload(id, .removed))
+            forgetUpload(id)
         }
         schedule()
+    }
+
+    /// Forgets an upload that does not run: from the book, the board and the store.
+    func forgetUpload(_ id: ID) {
+        uploadBook.entries[id] = nil
+        uploadBoard.remove(id)
+        persistUpload(id)
+        hub.send(.upload(id, .removed))
+    }
+
+    /// Fails an upload that does not run with `error`: it ends now, among the finished.
+    private func failWaitingUpload(_ id: ID, _ error: DownloadError) {
+        uploadBook.nextFinishOrder += 1
+        uploadBook.entries[id]?.finishOrder = uploadBook.nextFinishOrder
+        uploadBook.entries[id]?.status = .failed
+        uploadBook.entries[id]?.error = error
+        hub.send(.upload(id, .failed(error)))
     }
 
     /// The store failed (``halt(_:)``): the uploads that wait fail with it; running ones end
     /// by themselves, their own records failing.
     func haltUploads(_ failure: DownloadError) {
-        for id in uploadIDs([.queued, .paused]) {
-            uploadBook.nextFinishOrder += 1
-            uploadBook.entries[id]?.finishOrder = uploadBook.nextFinishOrder
-            uploadBook.entries[id]?.status = .failed
-            uploadBook.entries[id]?.error = failure
-            hub.send(.upload(id, .failed(failure)))
-        }
+        for id in uploadIDs([.queued, .paused]) { failWaitingUpload(id, failure) }
     }
 
     /// The ids of the uploads in `statuses`.
