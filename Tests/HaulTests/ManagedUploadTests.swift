@@ -9,68 +9,8 @@ import Testing
 /// so its count of received bytes shows any byte sent twice.
 @Suite(.serialized)
 struct ManagedUploadTests {
-    struct Fixture {
-        let dir: TestDirectory
-        let server: ResumableUploadTestServer
-        var state: String { dir.file("state") }
-
-        init() async throws {
-            dir = try TestDirectory()
-            server = try await ResumableUploadTestServer.start()
-        }
-
-        func remove() async {
-            await server.stop()
-            dir.remove()
-        }
-
-        func stored(_ name: String) -> [UInt8]? {
-            try? [UInt8](Data(contentsOf: server.folder.appendingPathComponent(name)))
-        }
-
-        /// A file of `size` bytes named `name` in the folder, and its request to the server.
-        func request(_ name: String, size: Int, seed: UInt64, rateLimit: Int64? = nil) throws -> (UploadRequest, [UInt8]) {
-            let content = testBytes(size, seed: seed)
-            try dir.write(name, content)
-            var request = UploadRequest(file: dir.file(name), url: server.url(name))
-            request.protocol = .ietf
-            request.rateLimit = rateLimit
-            request.retryWait = .milliseconds(50)
-            return (request, content)
-        }
-
-        /// Runs `body` with a manager on the folder's store, shutting both down afterwards;
-        /// what it returned, and every event the manager sent.
-        func withManager<T>(
-            maxConcurrent: Int = 5, perHost: Int = 16, _ body: (DownloadManager) async throws -> T
-        ) async throws -> (T, [DownloadManager.Event]) {
-            var configuration = Downloader.Configuration(stateDirectory: state)
-            configuration.stallTimeout = .seconds(10)
-            let downloader = try Downloader(configuration)
-            let manager = DownloadManager(
-                downloader: downloader, configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
-            let log = await EventLog.recording(manager)
-            do {
-                let value = try await body(manager)
-                await manager.shutdown()
-                try await downloader.shutdown()
-                await log.ended()
-                return (value, log.events)
-            } catch {
-                await manager.shutdown()
-                try? await downloader.shutdown()
-                throw error
-            }
-        }
-
-        /// Events other than progress, as "kind id" strings.
-        static func lifecycle(_ events: [DownloadManager.Event], of id: DownloadManager.ID? = nil) -> [String] {
-            events.compactMap { event -> String? in
-                guard id == nil || event.id == id, case .upload(let id, let kind) = event else { return nil }
-                return "upload \(String(describing: kind).prefix { $0 != "(" }) \(id)"
-            }
-        }
-    }
+    /// The draft's suite's folder and server, with a manager on top.
+    typealias Fixture = ResumableUploadTests.Fixture
 
     /// Polls the manager until `condition` holds for upload `id`, at most 20 s.
     static func waitFor(
@@ -324,5 +264,51 @@ struct ManagedUploadTests {
         #expect(digest(stored) == digest(content))
         #expect(
             (ends.firstIndex(of: uploadID) ?? .max) < (ends.firstIndex(of: longID) ?? -1), "the upload ended before the long download")
+    }
+}
+
+/// Requests to the draft's server, and a manager on top of its folder.
+extension ResumableUploadTests.Fixture {
+    /// A file of `size` bytes named `name` in the folder, and its request to the server.
+    func request(_ name: String, size: Int, seed: UInt64, rateLimit: Int64? = nil) throws -> (UploadRequest, [UInt8]) {
+        let content = testBytes(size, seed: seed)
+        try dir.write(name, content)
+        var request = UploadRequest(file: dir.file(name), url: server.url(name))
+        request.protocol = .ietf
+        request.rateLimit = rateLimit
+        request.retryWait = .milliseconds(50)
+        return (request, content)
+    }
+
+    /// Runs `body` with a manager on the folder's store, shutting both down afterwards;
+    /// what it returned, and every event the manager sent.
+    func withManager<T>(
+        maxConcurrent: Int = 5, perHost: Int = 16, _ body: (DownloadManager) async throws -> T
+    ) async throws -> (T, [DownloadManager.Event]) {
+        var configuration = Downloader.Configuration(stateDirectory: state)
+        configuration.stallTimeout = .seconds(10)
+        let downloader = try Downloader(configuration)
+        let manager = DownloadManager(
+            downloader: downloader, configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
+        let log = await EventLog.recording(manager)
+        do {
+            let value = try await body(manager)
+            await manager.shutdown()
+            try await downloader.shutdown()
+            await log.ended()
+            return (value, log.events)
+        } catch {
+            await manager.shutdown()
+            try? await downloader.shutdown()
+            throw error
+        }
+    }
+
+    /// Events other than progress, as "kind id" strings.
+    static func lifecycle(_ events: [DownloadManager.Event], of id: DownloadManager.ID? = nil) -> [String] {
+        events.compactMap { event -> String? in
+            guard id == nil || event.id == id, case .upload(let id, let kind) = event else { return nil }
+            return "upload \(String(describing: kind).prefix { $0 != "(" }) \(id)"
+        }
     }
 }
