@@ -122,8 +122,7 @@ struct RemoveCommand: AsyncParsableCommand {
         }
         // Unfinished uploads too; the purge forgets them with the downloads.
         if let uploads = try await client.uploads() {
-            let unfinished = uploads.filter { ["active", "waiting", "paused"].contains($0["status"]?.string ?? "") }
-            _ = try await client.each("aria2.remove", unfinished.compactMap { $0["gid"]?.string })
+            _ = try await client.each("aria2.remove", uploads.map(RemoteDownload.init).filter(\.isUnfinished).map(\.gid))
         }
         _ = try await client.call("aria2.purgeDownloadResult")
         let stat = try await client.call("aria2.getGlobalStat")
