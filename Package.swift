@@ -23,6 +23,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // The store on a PostgreSQL server (`haul daemon --store postgresql://…`) for a queue
+        // that outlives one machine; SQLite stays the default.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         // The daemon's `/metrics` (Prometheus' text format; swift-prometheus is a swift-metrics
         // backend, and 2.13 is the floor here); the library itself stays free of both.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -44,6 +47,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 "CHaulSystem",
             ]
         ),

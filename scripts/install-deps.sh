@@ -6,7 +6,8 @@
 # (test certificates), curl (the client of the servers' own tests), Chromium (the daemon's web
 # page), apache2, lighttpd and caddy (whose directory listings `haul mirror` reads; their
 # services are not used: tests start each with a config of their own), promtool (from the
-# prometheus package: it checks the daemon's /metrics; the server is not used), the aria2p
+# prometheus package: it checks the daemon's /metrics; the server is not used), PostgreSQL (the
+# daemon's --store; tests make a cluster of their own with initdb, its service is not used), the aria2p
 # client library from PyPI, and aiohttp-tus (a tus 1.0.0 server the upload tests start) with tuspy
 # (tus's official Python client, to cross-check that server). Does nothing for what is already there.
 set -euo pipefail
@@ -26,6 +27,7 @@ if [[ "${1:-}" == "--with-test-servers" ]]; then
     [[ -x /usr/sbin/lighttpd ]] || packages+=(lighttpd)
     command -v caddy >/dev/null 2>&1 || packages+=(caddy)
     command -v promtool >/dev/null 2>&1 || packages+=(prometheus)
+    compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || packages+=(postgresql)
 fi
 
 sudo=""

@@ -6,6 +6,9 @@ extension Daemon {
     public struct Configuration: Sendable {
         /// The state folder (store, lock, `daemon.json`).
         public var stateDirectory: String
+        /// Where the queue is kept: SQLite in ``stateDirectory`` (the default), or a PostgreSQL
+        /// server. The state folder keeps the lock and `daemon.json` either way.
+        public var store = StoreLocation.stateDirectory
         /// The address to listen on; anything but loopback needs a ``secret``.
         public var address = "127.0.0.1"
         /// The port; 0 picks a free one (written to `daemon.json`).

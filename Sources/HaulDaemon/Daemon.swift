@@ -97,10 +97,13 @@ public enum Daemon {
             }
             logger.debug("stopped: \(error)")
         }
+        // The store failed on the way (a full disk, a database gone): what came after is not saved.
+        if let failure = await manager.failure { throw Failure(description: "stopped without saving everything: \(failure.message)") }
     }
 
     static func engineConfiguration(_ configuration: Configuration, logger: Logger) -> Downloader.Configuration {
         var engine = Downloader.Configuration(stateDirectory: configuration.stateDirectory)
+        engine.store = configuration.store
         engine.rateLimit = configuration.rateLimit
         engine.stallTimeout = configuration.stallTimeout
         engine.saveCookies = configuration.saveCookies

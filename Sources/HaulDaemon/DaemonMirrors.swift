@@ -112,7 +112,7 @@ actor DaemonMirrors: Service {
     /// stops; then stops the runs (as a crash would: the next start continues them).
     func run() async throws {
         await load()
-        try? await cancelOnGracefulShutdown {
+        try? await cancelWhenGracefulShutdown {
             while true {
                 await self.startDue()
                 try await Task.sleep(for: Self.tick)

@@ -80,7 +80,24 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Folder for the download records (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).")
     var stateDir: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep the queue on a PostgreSQL server instead of in the state folder (default: $HAUL_STORE, else SQLite there).",
+            valueName: "postgresql://USER@HOST[:PORT]/DATABASE"))
+    var store: String?
+
+    /// `--store`, else `$HAUL_STORE`, else SQLite in the state folder.
+    var storeLocation: StoreLocation {
+        get throws {
+            guard let text = store ?? ProcessInfo.processInfo.environment["HAUL_STORE"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+                return .stateDirectory
+            }
+            do { return try StoreLocation(parsing: text) } catch { throw ValidationError(error.message) }
+        }
+    }
+
     func validate() throws {
+        _ = try storeLocation
         if !(0...65535).contains(rpcListenPort) { throw ValidationError("--rpc-listen-port must be between 0 and 65535") }
         if let maxConcurrentDownloads, !(1...1000).contains(maxConcurrentDownloads) {
             throw ValidationError("--max-concurrent-downloads must be between 1 and 1000")
@@ -100,6 +117,7 @@ struct DaemonCommand: AsyncParsableCommand {
         var configuration = Daemon.Configuration(
             stateDirectory: stateDir ?? Downloader.defaultStateDirectory,
             directory: directory ?? ".")
+        configuration.store = try storeLocation
         configuration.address = rpcListenAll ? "0.0.0.0" : rpcListenAddress
         configuration.port = rpcListenPort
         configuration.secret = rpcSecret ?? ProcessInfo.processInfo.environment["HAUL_RPC_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
@@ -127,14 +145,14 @@ struct DaemonCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
-        let stateDirectory = configuration.stateDirectory
+        let records = configuration.store == .stateDirectory ? "state: \(configuration.stateDirectory)" : "store: \(configuration.store)"
         let printToken = printToken
         do {
             try await Daemon.run(configuration, logger: Logger(label: "haul-daemon")) { endpoint in
                 guard !quiet else { return }
                 let page = printToken ? endpoint.pageURL : endpoint.pageBaseURL
                 let asks = endpoint.secret != nil && !printToken ? " (it asks for the secret; --print-token prints an address that carries it)" : ""
-                Terminal.error("daemon listening on \(endpoint.rpcURL) (state: \(stateDirectory)); web page: \(page)\(asks)")
+                Terminal.error("daemon listening on \(endpoint.rpcURL) (\(records)); web page: \(page)\(asks)")
             }
         } catch let failure as Daemon.Failure {
             Terminal.error(failure.description)

@@ -230,7 +230,10 @@ struct ManagedUploadTests {
 
     @Test func anUploadTakesTheSlotAHigherDownloadSetAsideForItsHostLeft() async throws {
         let t = try await Fixture()
-        let (request, content) = try t.request("u.bin", size: 1 << 10, seed: 75)
+        // Slots are counted by host name, not port: the short download and the upload go to
+        // `localhost`, the others to `127.0.0.1`.
+        var (request, content) = try t.request("u.bin", size: 1 << 10, seed: 75)
+        request.url = request.url.replacingOccurrences(of: "127.0.0.1", with: "localhost")
         let (x, y) = (try await FaultServer.start(), try await FaultServer.start())
         var long = Route(content: testBytes(1 << 20, seed: 76))
         long.bytesPerSecond = 256 << 10
@@ -244,7 +247,8 @@ struct ManagedUploadTests {
             // the long one holds, wait. When the short one ends, the high one cannot start (its
             // host is full) and the upload takes the slot, long before the long one ends.
             let longID = try await manager.add(DownloadRequest(url: x.url("/long.bin"), file: t.dir.file("long.bin")))
-            _ = try await manager.add(DownloadRequest(url: y.url("/short.bin"), file: t.dir.file("short.bin")))
+            let shortURL = y.url("/short.bin").replacingOccurrences(of: "127.0.0.1", with: "localhost")
+            _ = try await manager.add(DownloadRequest(url: shortURL, file: t.dir.file("short.bin")))
             let uploadID = try await manager.addUpload(request)
             _ = try await manager.add(DownloadRequest(url: x.url("/high.bin"), file: t.dir.file("high.bin")), priority: 5)
             await manager.waitUntilIdle()

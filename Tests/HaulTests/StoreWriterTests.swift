@@ -50,7 +50,7 @@ import Testing
         }
         try await writer.flush()
         #expect(caughtBetween > 0, "the flush never landed between transactions")
-        #expect(try await store.read { db in try DownloadRow.fetchCount(db) } == next)
+        #expect(try await store.fetch("SELECT COUNT(*) AS rows FROM download") { $0["rows"] as Int } == [next])
     }
 }
 

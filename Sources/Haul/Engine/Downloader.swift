@@ -25,6 +25,9 @@ public final class Downloader: Sendable {
     public struct Configuration: Sendable {
         /// The folder holding the store (`state.sqlite`), made if missing.
         public var stateDirectory: String
+        /// Where the records are kept: `state.sqlite` in ``stateDirectory`` (the default), or a
+        /// PostgreSQL server (``StoreLocation/init(parsing:)``).
+        public var store = StoreLocation.stateDirectory
         /// No bytes for this long aborts an attempt, which is then retried from where it was.
         public var stallTimeout: Duration = .seconds(30)
         /// Where the engine logs (`.debug` and `.trace` only; it never prints).
@@ -80,9 +83,16 @@ public final class Downloader: Sendable {
 
     /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)-316xf``.
     ///
-    /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened.
+    /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened. A
+    ///   PostgreSQL store is connected to on first use: its failure comes from that.
     public convenience init(_ configuration: Configuration) throws(DownloadError) {
-        self.init(configuration, store: try Store(directory: configuration.stateDirectory, observer: configuration.observer))
+        let store: Store
+        switch configuration.store.kind {
+        case .stateDirectory: store = try Store(directory: configuration.stateDirectory, observer: configuration.observer)
+        case .postgreSQL(let server):
+            store = Store(database: PostgreSQLStoreDatabase(server, logger: configuration.logger), observer: configuration.observer)
+        }
+        self.init(configuration, store: store)
     }
 
     /// A downloader on a given store (tests use one in memory).

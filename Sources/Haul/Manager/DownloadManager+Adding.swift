@@ -181,6 +181,7 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
+        try await store.takeQueue(queue)
         try await restore(rows: try await store.rows(queue: queue))
     }
 

@@ -214,11 +214,6 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         "createdAt", "updatedAt", "errorReason", "sources", "unsynced", "sourceValidators",
     ]
 
-    /// Inserts a row, or replaces the row of the same id: one prepared statement for every row.
-    static let insertOrReplaceSQL =
-        "INSERT OR REPLACE INTO download (" + storedColumns.joined(separator: ", ") + ") VALUES ("
-        + storedColumns.map { _ in "?" }.joined(separator: ", ") + ")"
-
     /// The row's values, in the order of ``storedColumns``.
     func storedValues() throws -> [(any DatabaseValueConvertible)?] {
         [

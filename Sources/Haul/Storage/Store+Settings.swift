@@ -4,31 +4,23 @@ import GRDB
 extension Store {
     /// The settings kept for `queue`, by name (migration v5's `setting` table).
     func settings(queue: String) async throws(DownloadError) -> [String: String] {
-        try await read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT name, value FROM setting WHERE queue = ?", arguments: [queue])
-            return Dictionary(rows.map { ($0["name"] as String, $0["value"] as String) }, uniquingKeysWith: { _, last in last })
+        let settings = try await fetch("SELECT name, value FROM setting WHERE queue = ?", [queue.databaseValue]) { row in
+            (row["name"] as String, row["value"] as String)
         }
+        return Dictionary(settings, uniquingKeysWith: { _, last in last })
     }
 
     /// Sets these settings of `queue` (each replacing its earlier value), in one transaction.
     func saveSettings(_ settings: [String: String], queue: String) async throws(DownloadError) {
         guard !settings.isEmpty else { return }
-        try await write { db in
-            for (name, value) in settings {
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO setting (queue, name, value) VALUES (?, ?, ?)",
-                    arguments: [queue, name, value])
-            }
-        }
+        let sql = database.upsertSQL(table: "setting", columns: ["queue", "name", "value"], key: ["queue", "name"])
+        try await write(settings.map { StoreStatement(sql, [queue.databaseValue, $0.key.databaseValue, $0.value.databaseValue]) })
     }
 
     /// Removes these settings of `queue`, in one transaction.
     func removeSettings(_ names: [String], queue: String) async throws(DownloadError) {
         guard !names.isEmpty else { return }
-        try await write { db in
-            for name in names {
-                try db.execute(sql: "DELETE FROM setting WHERE queue = ? AND name = ?", arguments: [queue, name])
-            }
-        }
+        try await write(
+            names.map { StoreStatement("DELETE FROM setting WHERE queue = ? AND name = ?", [queue.databaseValue, $0.databaseValue]) })
     }
 }

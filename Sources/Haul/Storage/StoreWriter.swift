@@ -191,8 +191,9 @@ final class StoreWriter: Sendable {
         var prompt = false
     }
 
-    private let database: any DatabaseWriter
-    private let path: String
+    private let database: any StoreDatabase
+    /// The statement that inserts a row, or replaces the row of its id.
+    private let insertSQL: String
     private let state = Mutex(State())
     /// Told how long each transaction took (``EngineObserver/storeCommitted``).
     private let committed: @Sendable (Duration, Int) -> Void
@@ -201,11 +202,11 @@ final class StoreWriter: Sendable {
     private let lingering: Duration
 
     init(
-        database: any DatabaseWriter, path: String, linger: Duration = StoreWriter.linger,
+        database: any StoreDatabase, linger: Duration = StoreWriter.linger,
         committed: @escaping @Sendable (Duration, Int) -> Void = { _, _ in }
     ) {
         self.database = database
-        self.path = path
+        insertSQL = database.upsertSQL(table: "download", columns: DownloadRow.storedColumns, key: ["id"])
         self.lingering = linger
         self.committed = committed
     }
@@ -335,7 +336,7 @@ final class StoreWriter: Sendable {
             let outcome: Result<Void, DownloadError>
             let started = ContinuousClock.now
             do {
-                try await database.write { db in try Self.write(batch, in: db) }
+                try await database.write(try statements(batch))
                 outcome = .success(())
             } catch {
                 outcome = .failure(failure(error))
@@ -357,53 +358,35 @@ final class StoreWriter: Sendable {
         }
     }
 
-    private static func write(_ batch: [DownloadID: Pending], in db: Database) throws {
+    /// The statements that write `batch`.
+    private func statements(_ batch: [DownloadID: Pending]) throws -> [StoreStatement] {
         let now = Date()
+        var statements: [StoreStatement] = []
+        statements.reserveCapacity(batch.count)
         for (id, pending) in batch {
             if pending.delete {
-                try db.execute(sql: "DELETE FROM download WHERE id = ?", arguments: [id.storedValue])
+                statements.append(StoreStatement("DELETE FROM download WHERE id = ?", [id.storedValue.databaseValue]))
                 continue
             }
             if var row = pending.insert {
                 row.updatedAt = now
                 // Ids never repeat (a random prefix per process, then a count): a row is inserted
                 // once; a later insert of the same id (a resumed library download) replaces it.
-                try db.cachedStatement(sql: DownloadRow.insertOrReplaceSQL).run(binding: try row.storedValues().map { $0?.databaseValue ?? .null })
+                statements.append(StoreStatement(insertSQL, try row.storedValues().map { $0?.databaseValue ?? .null }))
             }
             guard !pending.patch.isEmpty else { continue }
             var values = pending.patch.changedValues
             values.append(now.timeIntervalSince1970.databaseValue)
             values.append(id.storedValue.databaseValue)
-            try db.cachedStatement(sql: pending.patch.updateSQL).run(binding: values)
+            statements.append(StoreStatement(pending.patch.updateSQL, values))
         }
+        return statements
     }
 
     private func failure(_ error: any Error) -> DownloadError {
-        .io("cannot save the download records in \(path): \(Self.reason(error)); \(Self.advice(error)), then run again")
-    }
-
-    /// What to do about `error`, for the end of its message: only a full disk asks for space.
-    static func advice(_ error: any Error) -> String {
-        switch (error as? DatabaseError)?.resultCode {
-        case .SQLITE_FULL?: "free some space"
-        case .SQLITE_READONLY?, .SQLITE_CANTOPEN?, .SQLITE_PERM?, .SQLITE_AUTH?:
-            "make the state folder writable, or choose another with --state-dir"
-        default: "check the disk and the state folder (--state-dir)"
-        }
-    }
-
-    /// SQLite's words for why, without the statement.
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            switch error.resultCode {
-            case .SQLITE_FULL: return "the disk is full"
-            case .SQLITE_READONLY: return "it is read-only"
-            case .SQLITE_CANTOPEN: return "it cannot be opened"
-            case .SQLITE_IOERR: return "input/output error (\(error.message ?? "disk error"))"
-            default: return error.message ?? "\(error.resultCode)"
-            }
-        }
-        return "\(error)"
+        .io(
+            "cannot save the download records in \(database.location): \(database.reason(error)); \(database.advice(error)), then run again"
+        )
     }
 }
 

@@ -22,9 +22,7 @@ struct UploadJobRow: Sendable, Equatable {
     var error: DownloadError?
 }
 
-extension UploadJobRow: FetchableRecord, PersistableRecord {
-    static let databaseTableName = "uploadJob"
-
+extension UploadJobRow: FetchableRecord {
     init(row: Row) throws {
         id = DownloadID(stored: row["id"])
         queue = row["queue"]
@@ -42,24 +40,30 @@ extension UploadJobRow: FetchableRecord, PersistableRecord {
         }
     }
 
-    func encode(to container: inout PersistenceContainer) throws {
+    /// The columns of the `uploadJob` table a row is written with, in the order of ``storedValues()``.
+    static let storedColumns = [
+        "id", "queue", "file", "url", "request", "status", "priority", "position", "finishOrder", "result", "errorKind",
+        "errorReason", "lastError", "updatedAt",
+    ]
+
+    func storedValues() throws -> [DatabaseValue] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        container["id"] = id.storedValue
-        container["queue"] = queue
-        container["file"] = request.file
-        container["url"] = request.url
-        container["request"] = String(decoding: try encoder.encode(request), as: UTF8.self)
-        container["status"] = status.storedValue
-        container["priority"] = priority
-        container["position"] = position
-        container["finishOrder"] = finishOrder
-        container["result"] = try result.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
-        container["errorKind"] = error?.kind.storedValue
-        container["errorReason"] = error?.reason?.description
-        container["lastError"] = error?.message
-        container["updatedAt"] = Date().timeIntervalSince1970
+        return [
+            id.storedValue.databaseValue, queue.databaseValue, request.file.databaseValue, request.url.databaseValue,
+            String(decoding: try encoder.encode(request), as: UTF8.self).databaseValue, status.storedValue.databaseValue,
+            priority.databaseValue, position.databaseValue, finishOrder.databaseValue,
+            try result.map { String(decoding: try encoder.encode($0), as: UTF8.self) }.databaseValue,
+            error?.kind.storedValue.databaseValue ?? .null, error?.reason?.description.databaseValue ?? .null,
+            error?.message.databaseValue ?? .null, Date().timeIntervalSince1970.databaseValue,
+        ]
     }
+}
+
+/// A queued upload whose record does not read, and why.
+private struct UnreadableJob: Error {
+    var id: DownloadID
+    var reason: String
 }
 
 extension Store {
@@ -67,35 +71,41 @@ extension Store {
     /// cannot be read (a request this version cannot decode), with why: one bad row does not
     /// hide the others.
     func uploadJobs(queue: String) async throws(DownloadError) -> (jobs: [UploadJobRow], unreadable: [(DownloadID, String)]) {
-        try await read { db in
-            var jobs: [UploadJobRow] = []
-            var unreadable: [(DownloadID, String)] = []
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM uploadJob WHERE queue = ? ORDER BY position", arguments: [queue]) {
-                do { jobs.append(try UploadJobRow(row: row)) } catch {
-                    unreadable.append((DownloadID(stored: row["id"]), "\(error)"))
-                }
+        let rows = try await fetch("SELECT * FROM uploadJob WHERE queue = ? ORDER BY position", [queue.databaseValue]) { row in
+            do { return Result<UploadJobRow, UnreadableJob>.success(try UploadJobRow(row: row)) } catch {
+                return .failure(UnreadableJob(id: DownloadID(stored: row["id"]), reason: "\(error)"))
             }
-            return (jobs, unreadable)
         }
+        var jobs: [UploadJobRow] = []
+        var unreadable: [(DownloadID, String)] = []
+        for row in rows {
+            switch row {
+            case .success(let job): jobs.append(job)
+            case .failure(let bad): unreadable.append((bad.id, bad.reason))
+            }
+        }
+        return (jobs, unreadable)
     }
 
     /// The queued upload of `file` to `url` in `queue`, if there is one.
     func uploadJob(queue: String, file: String, url: String) async throws(DownloadError) -> UploadJobRow? {
-        try await read { db in
-            try UploadJobRow.fetchOne(
-                db, sql: "SELECT * FROM uploadJob WHERE queue = ? AND file = ? AND url = ?", arguments: [queue, file, url])
-        }
+        try await fetch(
+            "SELECT * FROM uploadJob WHERE queue = ? AND file = ? AND url = ?", [queue.databaseValue, file.databaseValue, url.databaseValue]
+        ) { try UploadJobRow(row: $0) }.first
     }
 
     /// Records `job` (replacing its earlier record).
     func saveUploadJob(_ job: UploadJobRow) async throws(DownloadError) {
-        try await write { db in try job.save(db) }
+        let sql = database.upsertSQL(table: "uploadJob", columns: UploadJobRow.storedColumns, key: ["id"])
+        let values: [DatabaseValue]
+        do { values = try job.storedValues() } catch {
+            throw .io("cannot record the upload of \(job.request.file): \(error)")
+        }
+        try await write([StoreStatement(sql, values)])
     }
 
     /// Forgets the queued upload `id`.
     func deleteUploadJob(_ id: DownloadID) async throws(DownloadError) {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM uploadJob WHERE id = ?", arguments: [id.storedValue])
-        }
+        try await write([StoreStatement("DELETE FROM uploadJob WHERE id = ?", [id.storedValue.databaseValue])])
     }
 }

@@ -25,9 +25,7 @@ struct UploadRow: Sendable, Hashable {
     var ietfVersion: Int { ietfInteropVersion ?? 6 }
 }
 
-extension UploadRow: FetchableRecord, PersistableRecord {
-    static let databaseTableName = "upload"
-
+extension UploadRow: FetchableRecord {
     init(row: Row) throws {
         file = row["file"]
         url = row["url"]
@@ -39,39 +37,38 @@ extension UploadRow: FetchableRecord, PersistableRecord {
         updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
     }
 
-    func encode(to container: inout PersistenceContainer) throws {
-        container["file"] = file
-        container["url"] = url
-        container["protocol"] = `protocol`.rawValue
-        container["location"] = location
-        container["ietfInteropVersion"] = ietfInteropVersion
-        container["length"] = identity.length
-        container["modified"] = identity.modified
-        container["sample"] = identity.sample
-        container["createdAt"] = createdAt.timeIntervalSince1970
-        container["updatedAt"] = updatedAt.timeIntervalSince1970
+    /// The columns of the `upload` table a row is written with, in the order of ``storedValues``.
+    static let storedColumns = [
+        "file", "url", "protocol", "location", "ietfInteropVersion", "length", "modified", "sample", "createdAt", "updatedAt",
+    ]
+
+    var storedValues: [DatabaseValue] {
+        [
+            file.databaseValue, url.databaseValue, `protocol`.rawValue.databaseValue, location.databaseValue,
+            ietfInteropVersion.databaseValue, identity.length.databaseValue, identity.modified.databaseValue,
+            identity.sample.databaseValue, createdAt.timeIntervalSince1970.databaseValue, updatedAt.timeIntervalSince1970.databaseValue,
+        ]
     }
 }
 
 extension Store {
     /// The upload of `file` to `url` an earlier run left, if any.
     func upload(file: String, url: String) async throws(DownloadError) -> UploadRow? {
-        try await read { db in
-            try UploadRow.fetchOne(db, sql: "SELECT * FROM upload WHERE file = ? AND url = ?", arguments: [file, url])
-        }
+        try await fetch("SELECT * FROM upload WHERE file = ? AND url = ?", [file.databaseValue, url.databaseValue]) {
+            try UploadRow(row: $0)
+        }.first
     }
 
     /// Records `row` (replacing the one of the same file and URL), committed before it returns:
     /// a resumable upload's URL must be on disk before its first byte is sent, or a `kill -9` then
     /// would leave an upload no rerun can find.
     func saveUpload(_ row: UploadRow) async throws(DownloadError) {
-        try await write { db in try row.save(db) }
+        let sql = database.upsertSQL(table: "upload", columns: UploadRow.storedColumns, key: ["file", "url"])
+        try await write([StoreStatement(sql, row.storedValues)])
     }
 
     /// Forgets the upload of `file` to `url` (it completed, or begins anew).
     func deleteUpload(file: String, url: String) async throws(DownloadError) {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM upload WHERE file = ? AND url = ?", arguments: [file, url])
-        }
+        try await write([StoreStatement("DELETE FROM upload WHERE file = ? AND url = ?", [file.databaseValue, url.databaseValue])])
     }
 }

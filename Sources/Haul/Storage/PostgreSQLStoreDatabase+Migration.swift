@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgreSQLStoreDatabase {
+    /// The schema's history on PostgreSQL, a version per step, each run once in order and
+    /// recorded in `haul_migration`. It starts where SQLite's reached at its v11 (``Store/migrator``):
+    /// the same tables and columns, in PostgreSQL's types (integers as `bigint`, times as seconds
+    /// since 1970 in `double precision`), so every record reads and writes the same way on both.
+    static let migrations: [(version: Int, statements: [String])] = [
+        (
+            1,
+            [
+                """
+                CREATE TABLE download (
+                    id bigint PRIMARY KEY, queue text, url text NOT NULL, destinationKind bigint NOT NULL,
+                    destination text NOT NULL, request text NOT NULL, priority bigint NOT NULL DEFAULT 0,
+                    position bigint NOT NULL DEFAULT 0, dependencies text NOT NULL DEFAULT '', status bigint NOT NULL,
+                    finishOrder bigint, path text, totalLength bigint, etag text, lastModified text,
+                    acceptsRanges bigint NOT NULL DEFAULT 0, ranges text NOT NULL DEFAULT '', resultBytes bigint,
+                    fileModified double precision, errorKind bigint, lastError text, createdAt double precision NOT NULL,
+                    updatedAt double precision NOT NULL, errorReason text, sources text NOT NULL DEFAULT '', unsynced text,
+                    sourceValidators text NOT NULL DEFAULT ''
+                )
+                """,
+                "CREATE INDEX download_queue_destination ON download (queue, destination)",
+                "CREATE INDEX download_path ON download (path)",
+                "CREATE TABLE setting (queue text NOT NULL, name text NOT NULL, value text NOT NULL, PRIMARY KEY (queue, name))",
+                """
+                CREATE TABLE upload (
+                    file text NOT NULL, url text NOT NULL, protocol text NOT NULL, location text, ietfInteropVersion bigint,
+                    length bigint NOT NULL, modified double precision NOT NULL, sample text NOT NULL,
+                    createdAt double precision NOT NULL, updatedAt double precision NOT NULL, PRIMARY KEY (file, url)
+                )
+                """,
+                """
+                CREATE TABLE uploadJob (
+                    id bigint PRIMARY KEY, queue text NOT NULL, file text NOT NULL, url text NOT NULL, request text NOT NULL,
+                    status bigint NOT NULL, priority bigint NOT NULL, position bigint NOT NULL, finishOrder bigint, result text,
+                    errorKind bigint, errorReason text, lastError text, updatedAt double precision NOT NULL
+                )
+                """,
+                "CREATE INDEX uploadJob_queue ON uploadJob (queue, file, url)",
+            ]
+        )
+    ]
+
+    /// Brings the schema up to date, in one transaction that holds a lock of its own: two
+    /// daemons starting together migrate once.
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext('haul.migration'))", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS haul_migration (version bigint PRIMARY KEY, appliedAt double precision NOT NULL)",
+                logger: logger)
+            var applied = Set<Int>()
+            for try await version in try await connection.query("SELECT version FROM haul_migration", logger: logger).decode(Int.self) {
+                applied.insert(version)
+            }
+            if let newest = applied.max(), let known = migrations.last?.version, newest > known {
+                throw DownloadError.io("its schema (version \(newest)) is newer than this haul knows (\(known)); run a newer haul")
+            }
+            for migration in migrations where !applied.contains(migration.version) {
+                for statement in migration.statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                let now = Date().timeIntervalSince1970
+                try await connection.query(
+                    "INSERT INTO haul_migration (version, appliedAt) VALUES (\(migration.version), \(now))", logger: logger)
+            }
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+
+/// The store in SQLite (WAL mode), `state.sqlite` in the state folder: the default, shared by
+/// every Haul process that uses the same folder.
+final class SQLiteStoreDatabase: StoreDatabase {
+    private let database: any DatabaseWriter
+    let location: String
+
+    /// Opens (creating if needed) `state.sqlite` in `directory`, a folder of mode 0700 with
+    /// the database 0600: it may hold credentials.
+    init(directory: String) throws(DownloadError) {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw DownloadError.io("cannot create state folder \(directory): \((error as NSError).localizedDescription)")
+        }
+        // A folder made by an older version, or by hand, is closed to others too.
+        chmod(directory, 0o700)
+        // Said plainly here: SQLite would only say it cannot open its log.
+        guard access(directory, W_OK) == 0 else {
+            let reason = errno == EROFS ? "it is on a read-only filesystem" : String(cString: strerror(errno))
+            throw DownloadError.io("cannot write to the state folder \(directory): \(reason); make it writable, or choose another with --state-dir")
+        }
+        let path = (directory as NSString).appendingPathComponent("state.sqlite")
+        location = path
+        var configuration = Configuration()
+        // Another `haul` may be committing at the same moment; wait rather than fail.
+        configuration.busyMode = .timeout(10)
+        configuration.label = "haul.store"
+        // A long list rewrites the same pages of its rows transaction after transaction: copied
+        // to the database every 4000 pages of log (not SQLite's 1000) they are copied once for
+        // many changes, and with 8 MiB of cache (not 2) the writer rereads none of them. The
+        // readers keep SQLite's cache: they read a few pages now and then.
+        // secure_delete: a row deleted (a download removed or purged) is overwritten with zeros,
+        // not left in the file's free space: its request may hold passwords.
+        configuration.prepareDatabase { db in
+            guard !db.configuration.readonly else { return }
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -8192; PRAGMA secure_delete = ON")
+        }
+        do {
+            if !FileManager.default.fileExists(atPath: path) {
+                // Created private before SQLite opens it; if this fails, opening it below says why.
+                _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            } else {
+                chmod(path, 0o600)
+            }
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try Store.migrator.migrate(pool)
+            database = pool
+        } catch {
+            throw DownloadError.io("cannot open the store \(path): \(Self.reason(error)); \(Self.advice(error))")
+        }
+    }
+
+    /// A database in memory, for tests of the manager's bookkeeping at scale.
+    init(inMemory: ()) throws(DownloadError) {
+        location = ":memory:"
+        do {
+            let queue = try DatabaseQueue()
+            try Store.migrator.migrate(queue)
+            database = queue
+        } catch {
+            throw DownloadError.io("cannot make a store in memory: \(error)")
+        }
+    }
+
+    func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
+        try await database.read { db in
+            // A statement of a few placeholders is one of the store's own, asked again and again
+            // (a file's row, once for each file of a list): prepared once and kept. A long list
+            // of values is a batch's, whose length varies: prepared for the one query.
+            let statement = values.count <= 16 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+            return try Row.fetchAll(statement, arguments: StatementArguments(values)).map(decode)
+        }
+    }
+
+    func write(_ statements: [StoreStatement]) async throws {
+        try await database.write { db in
+            for statement in statements { try db.cachedStatement(sql: statement.sql).run(binding: statement.values) }
+        }
+    }
+
+    func upsertSQL(table: String, columns: [String], key: [String]) -> String {
+        "INSERT OR REPLACE INTO \(table) (" + columns.joined(separator: ", ") + ") VALUES ("
+            + columns.map { _ in "?" }.joined(separator: ", ") + ")"
+    }
+
+    /// Copies the log into the database and empties it: the log keeps old copies of rows (a
+    /// finished download's credentials among them) until then. Another process still reading
+    /// keeps its part of the log; that is not a failure.
+    func close() async throws {
+        do {
+            try await database.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            return
+        }
+    }
+
+    func reason(_ error: any Error) -> String { Self.reason(error) }
+
+    func advice(_ error: any Error) -> String { Self.advice(error) }
+
+    /// What to do about `error`, for the end of its message: only a full disk asks for space.
+    static func advice(_ error: any Error) -> String {
+        switch (error as? DatabaseError)?.resultCode {
+        case .SQLITE_FULL?: "free some space"
+        case .SQLITE_READONLY?, .SQLITE_CANTOPEN?, .SQLITE_PERM?, .SQLITE_AUTH?:
+            "make the state folder writable, or choose another with --state-dir"
+        default: "check the disk and the state folder (--state-dir)"
+        }
+    }
+
+    /// SQLite's words for why, without the statement.
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_FULL: return "the disk is full"
+            case .SQLITE_READONLY: return "it is read-only"
+            case .SQLITE_CANTOPEN: return "it cannot be opened"
+            case .SQLITE_IOERR: return "input/output error (\(error.message ?? "disk error"))"
+            default: return error.message ?? "\(error.resultCode)"
+            }
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import HaulDaemon
+import HaulTestSupport
+import Testing
+
+/// `haul daemon --store postgresql://…` against a real PostgreSQL server: the queue lives in the
+/// database (a daemon killed with -9 is continued by one with another state folder), one
+/// daemon runs a queue, and the database going away and coming back costs no download.
+@Suite(.serialized)
+struct DaemonPostgreSQLTests {
+    static func serve(_ server: FaultServer, _ path: String, seed: UInt64, size: Int, bytesPerSecond: Int? = nil) -> [UInt8] {
+        var route = Route(content: testBytes(size, seed: seed))
+        route.bytesPerSecond = bytesPerSecond
+        server.serve(path, route)
+        return route.content
+    }
+
+    static func completed(_ status: JSONValue) -> Int64 { Int64(status["completedLength"]?.string ?? "") ?? 0 }
+
+    @Test func aKilledDaemonsQueueIsContinuedByADaemonWithAnotherStateFolder() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let big = Self.serve(server, "/big.bin", seed: 91, size: 8 << 20, bytesPerSecond: 2 << 20)
+                let small = Self.serve(server, "/small.bin", seed: 92, size: 64 << 10)
+                let arguments = ["--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-q", "-x", "1"]
+                let (bigGID, smallGID) = try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { daemon in
+                    let smallGID = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/small.bin"))]]).string)
+                    let bigGID = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/big.bin"))]]).string)
+                    _ = try await daemon.waitFor(smallGID) { $0["status"] == "complete" }
+                    _ = try await daemon.waitFor(bigGID) { Self.completed($0) >= 2 << 20 }
+                    try await daemon.kill()
+                    return (bigGID, smallGID)
+                }
+                let sentAtKill = await settled({ server.stats("/big.bin").bodyBytesSent }, bytes: { Int64($0) })
+                #expect(sentAtKill < big.count, "killed halfway")
+                #expect(dir.exists("downloads/big.bin.part") && !dir.exists("downloads/big.bin"))
+
+                // Nothing of the queue is in the state folder: a daemon with a new one finds it all.
+                try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { daemon in
+                    let done = try await daemon.waitFor(bigGID, timeout: .seconds(60)) { $0["status"] == "complete" }
+                    #expect(Self.completed(done) == Int64(big.count))
+                    #expect(try await daemon.call("aria2.tellStatus", [.string(smallGID), ["status"]]) == ["status": "complete"])
+                    #expect(try await daemon.call("aria2.getGlobalStat")["numStopped"] == "2")
+                    #expect(try await daemon.stop() == 0)
+                }
+                #expect(!FileManager.default.fileExists(atPath: dir.file("state-b/state.sqlite")))
+                #expect(dir.contents("downloads/big.bin") == big)
+                #expect(dir.contents("downloads/small.bin") == small)
+                // The second daemon fetched what was missing, plus what the kill caught in flight.
+                let sent = server.stats("/big.bin").bodyBytesSent
+                #expect(sent <= big.count + (1 << 20), "sent \(sent) for \(big.count)")
+            }
+        }
+    }
+
+    @Test func aSecondDaemonOnTheSameQueueIsRefusedInOneLine() async throws {
+        try await PostgresServer.with { postgres in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, ["--store", postgres.url(), "-q"]) { first in
+                let second = try HaulProcess(
+                    ["daemon", "--rpc-listen-port", "0", "--state-dir", dir.file("state-b"), "-q"], in: dir.path,
+                    environment: ["HAUL_STORE": postgres.url()])
+                let (status, stderr) = try await second.finish(timeout: .seconds(30))
+                #expect(status != 0)
+                let lines = stderr.split(separator: "\n")
+                #expect(lines.count == 1, "\(stderr)")
+                #expect(stderr.contains("cannot take the queue daemon of postgresql://haul@127.0.0.1:\(postgres.port)/haul"), "\(stderr)")
+                #expect(stderr.contains("another haul daemon runs it"), "\(stderr)")
+                #expect(try await first.stop() == 0)
+            }
+        }
+    }
+
+    @Test func aDaemonWhoseDatabaseIsNotThereSaysSoInOneLine() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let port = try await PostgresServer.with { $0.port }
+        let url = "postgresql://haul@127.0.0.1:\(port)/haul?sslmode=disable&connect_timeout=1"
+        let daemon = try HaulProcess(["daemon", "--rpc-listen-port", "0", "--state-dir", dir.file("state"), "--store", url], in: dir.path)
+        let (status, stderr) = try await daemon.finish(timeout: .seconds(30))
+        #expect(status != 0)
+        #expect(stderr.split(separator: "\n").count == 1, "\(stderr)")
+        #expect(stderr.contains("cannot open the store postgresql://haul@127.0.0.1:\(port)/haul: the connection was refused"), "\(stderr)")
+
+        let bad = try await HaulProcess.capture(["daemon", "--store", "mysql://u@h/db"], in: dir.path)
+        #expect(bad.status == 64, "\(bad.stderr)")
+        #expect(bad.stderr.contains("only postgresql:// is known"), "\(bad.stderr)")
+    }
+
+    /// PostgreSQL shut down for a moment mid-download and started again: the daemon asks again
+    /// until it answers, and the download finishes as if nothing happened.
+    @Test func theDatabaseGoneForAMomentCostsNoDownload() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let content = Self.serve(server, "/f.bin", seed: 93, size: 6 << 20, bytesPerSecond: 1 << 20)
+                let arguments = ["--store", postgres.url(connectTimeout: 5), "-d", dir.file("downloads"), "-q", "-x", "1"]
+                try await DaemonProcess.with(state: dir.file("state"), in: dir.path, arguments) { daemon in
+                    let gid = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/f.bin"))]]).string)
+                    _ = try await daemon.waitFor(gid) { Self.completed($0) >= 1 << 20 }
+                    await postgres.stop()
+                    try await Task.sleep(for: .seconds(2))
+                    try await postgres.start()
+                    let done = try await daemon.waitFor(gid, timeout: .seconds(60)) { $0["status"] != "active" }
+                    #expect(done["status"] == "complete", "\(done)")
+                    #expect(try await daemon.stop() == 0)
+                    #expect(!daemon.log.contains("cannot"), "\(daemon.log)")
+                }
+                #expect(dir.contents("downloads/f.bin") == content)
+                #expect(server.stats("/f.bin").bodyBytesSent == content.count, "not a byte fetched twice")
+            }
+        }
+    }
+
+    /// PostgreSQL gone for longer than the daemon waits: the download stops with one line
+    /// saying why; nothing written is lost, and a daemon started once the database is back
+    /// finishes it from where it was.
+    @Test func theDatabaseGoneForGoodStopsTheDownloadsSayingWhyAndLosesNothing() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let content = Self.serve(server, "/f.bin", seed: 94, size: 6 << 20, bytesPerSecond: 1 << 20)
+                let arguments = ["--store", postgres.url(connectTimeout: 1), "-d", dir.file("downloads"), "-x", "1"]
+                let gid = try await DaemonProcess.with(state: dir.file("state"), in: dir.path, arguments) { daemon in
+                    let gid = try #require(try await daemon.call("aria2.addUri", [[.string(server.url("/f.bin"))]]).string)
+                    _ = try await daemon.waitFor(gid) { Self.completed($0) >= 1 << 20 }
+                    await postgres.stop()
+                    let said = try await daemon.logLines(
+                        containing: "cannot save the download records in postgresql://haul@127.0.0.1:\(postgres.port)/haul",
+                        timeout: .seconds(20))
+                    #expect(!said.isEmpty, "\(daemon.log)")
+                    #expect(said.allSatisfy { $0.contains("check that the PostgreSQL server of --store is running") }, "\(said)")
+                    // Its last word says what it could not save.
+                    #expect(try await daemon.stop() != 0)
+                    #expect(daemon.log.contains("stopped without saving everything: cannot save"), "\(daemon.log)")
+                    #expect(!daemon.log.contains("every download's progress is saved"), "\(daemon.log)")
+                    return gid
+                }
+                #expect(dir.exists("downloads/f.bin.part") && !dir.exists("downloads/f.bin"))
+                let sentBefore = server.stats("/f.bin").bodyBytesSent
+                try await postgres.start()
+                try await DaemonProcess.with(state: dir.file("state"), in: dir.path, arguments + ["-q"]) { daemon in
+                    let done = try await daemon.waitFor(gid, timeout: .seconds(60)) { $0["status"] == "complete" }
+                    #expect(Self.completed(done) == Int64(content.count))
+                    #expect(try await daemon.stop() == 0)
+                }
+                #expect(dir.contents("downloads/f.bin") == content)
+                #expect(server.stats("/f.bin").bodyBytesSent - sentBefore < content.count, "continued, not started over")
+            }
+        }
+    }
+}

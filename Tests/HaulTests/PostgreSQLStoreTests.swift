@@ -1,0 +1,175 @@
+import Foundation
+import HaulTestSupport
+import Logging
+import Testing
+@testable import Haul
+
+/// The store on a real PostgreSQL server (Debian's `postgresql`, started in a temp folder):
+/// every record reads back as SQLite's does, the schema migrates once, a queue has one owner,
+/// and a bad URL or an unreachable server is said in one line.
+@Suite(.serialized)
+struct PostgreSQLStoreTests {
+    static func store(_ postgres: PostgresServer, connectTimeout: Int? = nil) throws -> Store {
+        let location = try StoreLocation(parsing: postgres.url(connectTimeout: connectTimeout))
+        guard case .postgreSQL(let server) = location.kind else { throw DownloadError.io("not a server") }
+        return Store(database: PostgreSQLStoreDatabase(server, logger: Logger(label: "test")))
+    }
+
+    /// Everything a manager and an upload write, written alike to both stores.
+    static func fill(_ store: Store) async throws {
+        var request = DownloadRequest(url: "http://a.example/f.bin", file: "/w/f.bin")
+        request.sources.append(.init(uri: "http://b.example/f.bin"))
+        request.headers = [.init(name: "X-Test", value: "é ünïcode ✓")]
+        var first = DownloadRow(id: DownloadID(rawValue: 0xFFFF_0000_0000_0001), queue: "q", request: request)
+        first.priority = 2
+        first.position = 30
+        first.createdAt = Date(timeIntervalSince1970: 1_700_000_000.25)
+        var second = DownloadRow(
+            id: DownloadID(rawValue: 7), queue: "q", request: DownloadRequest(url: "http://a.example/g.bin", directory: "/w/dir"))
+        second.createdAt = first.createdAt
+        var other = DownloadRow(id: DownloadID(rawValue: 8), queue: "other", request: DownloadRequest(url: "http://c.example/h", file: "/w/h"))
+        other.createdAt = first.createdAt
+        for row in [first, second, other] { store.writer.insert(row) }
+        store.writer.update(
+            first.id,
+            .engine(
+                path: "/w/f.bin", totalLength: 10 << 20, validators: Validators(etag: "\"e1\"", lastModified: "Tue, 03 Mar 2026 10:00:00 GMT"),
+                acceptsRanges: true, ranges: ByteRanges([0..<4096, 8192..<9000])))
+        store.writer.update(first.id, try .sourceValidators(["http://b.example/f.bin": Validators(etag: "\"b\"")]))
+        store.writer.update(second.id, .status(.failed, error: .io("the disk is full"), finishOrder: 4))
+        var finished = RowPatch.finished(path: "/w/h", bytes: 12, fileModified: 1_700_000_123.456789)
+        finished.merge(.status(.completed, finishOrder: 5))
+        store.writer.update(other.id, finished)
+        try await store.flush()
+        try await store.saveSettings(["max-concurrent-downloads": "3", "dir": "/w"], queue: "q")
+        try await store.removeSettings(["dir"], queue: "q")
+        try await store.saveUpload(
+            UploadRow(
+                file: "/w/u.bin", url: "http://u.example/files", protocol: .tus, location: "http://u.example/files/1",
+                ietfInteropVersion: nil, identity: UploadFile.Identity(length: 99, modified: 1_700_000_000.5, sample: "abc"),
+                createdAt: Date(timeIntervalSince1970: 1_700_000_000), updatedAt: Date(timeIntervalSince1970: 1_700_000_001)))
+        try await store.saveUploadJob(
+            UploadJobRow(
+                id: DownloadID(rawValue: 9), queue: "q", request: UploadRequest(file: "/w/u.bin", url: "http://u.example/files"),
+                status: .queued, priority: 1, position: 3, finishOrder: nil, result: nil, error: nil))
+        // Replaced, not added.
+        try await store.saveUploadJob(
+            UploadJobRow(
+                id: DownloadID(rawValue: 9), queue: "q", request: UploadRequest(file: "/w/u.bin", url: "http://u.example/files"),
+                status: .paused, priority: 1, position: 3, finishOrder: nil, result: nil, error: nil))
+    }
+
+    /// What a manager reads back, as comparable values.
+    static func readBack(_ store: Store) async throws -> [String] {
+        var lines: [String] = []
+        for row in try await store.rows(queue: "q") {
+            var row = row
+            row.updatedAt = Date(timeIntervalSince1970: 0)
+            lines.append("\(row) \(row.request.headers)")
+        }
+        lines.append("\(try await store.rows(queue: "q", destinations: ["/w/f.bin", "/w/dir", "/w/none"]).map(\.id).sorted())")
+        lines.append("\(try await store.row(path: "/w/h").map { ($0.status, $0.resultBytes, $0.fileModified, $0.finishOrder) } as Any)")
+        lines.append("\(try await store.counters(queue: "q"))")
+        lines.append("\(try await store.counters(queue: "empty"))")
+        lines.append("\(try await store.settings(queue: "q"))")
+        lines.append("\(try await store.upload(file: "/w/u.bin", url: "http://u.example/files") as Any)")
+        lines.append("\(try await store.uploadJobs(queue: "q").jobs)")
+        lines.append("\(try await store.committedRow(DownloadID(rawValue: 7))?.error as Any)")
+        return lines
+    }
+
+    @Test func everyRecordReadsBackAsSQLitesDoes() async throws {
+        try await PostgresServer.with { postgres in
+            let store = try Self.store(postgres)
+            let sqlite = try Store(inMemory: ())
+            try await Self.fill(store)
+            try await Self.fill(sqlite)
+            let fromPostgres = try await Self.readBack(store)
+            let fromSQLite = try await Self.readBack(sqlite)
+            #expect(fromPostgres == fromSQLite)
+            #expect(fromPostgres.first?.contains("é ünïcode ✓") == true, "\(fromPostgres)")
+
+            // Deleted, and gone from both.
+            store.writer.delete(DownloadID(rawValue: 7))
+            try await store.deleteUpload(file: "/w/u.bin", url: "http://u.example/files")
+            try await store.deleteUploadJob(DownloadID(rawValue: 9))
+            #expect(try await store.row(DownloadID(rawValue: 7)) == nil)
+            #expect(try await store.upload(file: "/w/u.bin", url: "http://u.example/files") == nil)
+            #expect(try await store.uploadJobs(queue: "q").jobs.isEmpty)
+            try await store.close()
+        }
+    }
+
+    @Test func theSchemaMigratesOnceThoughTwoStoresOpenTogether() async throws {
+        try await PostgresServer.with { postgres in
+            let stores = try [Self.store(postgres), Self.store(postgres), Self.store(postgres)]
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { group.addTask { _ = try await store.settings(queue: "q") } }
+                try await group.waitForAll()
+            }
+            let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
+            #expect(versions == [1])
+            for store in stores { try await store.close() }
+            // A store opened later finds it done.
+            let later = try Self.store(postgres)
+            #expect(try await later.counters(queue: "q") == (0, 0))
+            try await later.close()
+        }
+    }
+
+    @Test func aQueueHasOneOwnerUntilItsStoreCloses() async throws {
+        try await PostgresServer.with { postgres in
+            let first = try Self.store(postgres)
+            let second = try Self.store(postgres)
+            try await first.takeQueue("daemon")
+            // Another queue of the same database is free.
+            try await second.takeQueue("other")
+            let refused = await #expect(throws: DownloadError.self) { try await second.takeQueue("daemon") }
+            #expect(refused?.kind == .io)
+            #expect(refused?.message.contains("another haul daemon runs it") == true, "\(String(describing: refused))")
+            try await first.close()
+            try await second.takeQueue("daemon")
+            try await second.close()
+        }
+    }
+
+    @Test func aServerThatIsNotThereIsSaidInOneLine() async throws {
+        let port = try await PostgresServer.with { $0.port }
+        let location = try StoreLocation(parsing: "postgresql://haul@127.0.0.1:\(port)/haul?sslmode=disable&connect_timeout=1")
+        guard case .postgreSQL(let server) = location.kind else { return }
+        let store = Store(database: PostgreSQLStoreDatabase(server, logger: Logger(label: "test")))
+        let started = ContinuousClock.now
+        let error = await #expect(throws: DownloadError.self) { try await store.rows(queue: "q") }
+        #expect(ContinuousClock.now - started < .seconds(20))
+        let message = error?.message ?? ""
+        #expect(message.contains("postgresql://haul@127.0.0.1:\(port)/haul"), "\(message)")
+        #expect(message.contains("refused"), "\(message)")
+        #expect(!message.contains("\n"))
+        try? await store.close()
+    }
+
+    @Test(arguments: [
+        ("mysql://u@h/db", "only postgresql:// is known"),
+        ("postgresql:///db", "names no host"),
+        ("postgresql://u@h:99999/db", "out of range"),
+        ("postgresql://u@h/db?sslmode=verify-full", "sslmode verify-full"),
+        ("postgresql://u@h/db/x", "a database name has no /"),
+        ("postgresql://u@h/db?connect_timeout=0", "connect_timeout 0"),
+    ])
+    func aBadStoreURLIsSaidInOneLine(url: String, says: String) throws {
+        let error = #expect(throws: DownloadError.self) { try StoreLocation(parsing: url) }
+        #expect(error?.kind == .invalidRequest)
+        #expect(error?.message.contains(says) == true, "\(String(describing: error?.message))")
+    }
+
+    @Test func aStoreURLShowsNoPassword() throws {
+        let location = try StoreLocation(parsing: "postgres://haul:s3cret@db.example:6543/queue?sslmode=require")
+        #expect("\(location)" == "postgresql://haul@db.example:6543/queue")
+        guard case .postgreSQL(let server) = location.kind else { return }
+        #expect(server.password == "s3cret" && server.sslMode == "require")
+        let error = #expect(throws: DownloadError.self) { try StoreLocation(parsing: "postgresql://haul:s3cret@h/db?sslmode=bad") }
+        #expect(error?.message.contains("s3cret") == false, "\(String(describing: error?.message))")
+        let socket = try StoreLocation(parsing: "postgresql://haul@%2Fvar%2Frun%2Fpostgresql/haul")
+        #expect("\(socket)" == "postgresql://haul@[/var/run/postgresql]/haul")
+    }
+}
