@@ -68,7 +68,7 @@ struct DaemonPostgreSQLTests {
                 let lines = stderr.split(separator: "\n")
                 #expect(lines.count == 1, "\(stderr)")
                 #expect(stderr.contains("cannot take the queue daemon of postgresql://haul@127.0.0.1:\(postgres.port)/haul"), "\(stderr)")
-                #expect(stderr.contains("another haul daemon runs it"), "\(stderr)")
+                #expect(stderr.contains("the haul daemon of pid \(first.endpoint.pid) on"), "\(stderr)")
                 #expect(try await first.stop() == 0)
             }
         }

@@ -108,7 +108,7 @@ struct PostgreSQLStoreTests {
                 try await group.waitForAll()
             }
             let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
-            #expect(versions == [1])
+            #expect(versions == [1, 2])
             for store in stores { try await store.close() }
             // A store opened later finds it done.
             let later = try Self.store(postgres)
@@ -126,10 +126,77 @@ struct PostgreSQLStoreTests {
             try await second.takeQueue("other")
             let refused = await #expect(throws: DownloadError.self) { try await second.takeQueue("daemon") }
             #expect(refused?.kind == .io)
-            #expect(refused?.message.contains("another haul daemon runs it") == true, "\(String(describing: refused))")
+            let message = refused?.message ?? ""
+            #expect(message.contains("the haul daemon of pid \(getpid()) on \(QueueOwner.machineName) runs it"), "\(message)")
+            #expect(message.contains("its lease ends in 30 s"), "\(message)")
+            // Given back when the store closes: the next one need not wait.
             try await first.close()
             try await second.takeQueue("daemon")
             try await second.close()
+        }
+    }
+
+    /// The owner's row as another machine's daemon would have left it.
+    static func setOwner(_ store: Store, queue: String, host: String, pid: Int64, leaseLeft seconds: Double) async throws {
+        try await store.write([
+            StoreStatement(
+                "INSERT INTO queueOwner (queue, owner, host, pid, leaseUntil) VALUES (?, ?, ?, ?, ?) ON CONFLICT (queue) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, leaseUntil = EXCLUDED.leaseUntil",
+                [
+                    queue.databaseValue, "elsewhere-owner".databaseValue, host.databaseValue, pid.databaseValue,
+                    (Date().timeIntervalSince1970 + seconds).databaseValue,
+                ])
+        ])
+    }
+
+    @Test func anotherMachinesQueueIsTakenOnlyOnceItsLeaseRanOut() async throws {
+        try await PostgresServer.with { postgres in
+            let admin = try Self.store(postgres)
+            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: 25)
+            let store = try Self.store(postgres)
+            let refused = await #expect(throws: DownloadError.self) { try await store.takeQueue("daemon") }
+            #expect(
+                refused?.message.contains("the haul daemon of pid 4242 on elsewhere runs it (its lease ends in 2") == true, "\(String(describing: refused))")
+            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: -1)
+            try await store.takeQueue("daemon")
+            try await store.close()
+            try await admin.close()
+        }
+    }
+
+    @Test func aGoneProcessOfThisMachineGivesUpItsQueueAtOnce() async throws {
+        try await PostgresServer.with { postgres in
+            let gone = Process()
+            gone.executableURL = URL(fileURLWithPath: "/bin/true")
+            try gone.run()
+            gone.waitUntilExit()
+            let admin = try Self.store(postgres)
+            try await Self.setOwner(admin, queue: "daemon", host: QueueOwner.machineName, pid: Int64(gone.processIdentifier), leaseLeft: 25)
+            let store = try Self.store(postgres)
+            try await store.takeQueue("daemon")
+            try await store.close()
+            try await admin.close()
+        }
+    }
+
+    /// A daemon that could not renew its lease while another took the queue writes nothing more:
+    /// its next transaction finds the lease gone and the store fails, saying so.
+    @Test func aStoreThatLostItsQueueWritesNothingMore() async throws {
+        try await PostgresServer.with { postgres in
+            let store = try Self.store(postgres)
+            try await store.takeQueue("daemon")
+            let admin = try Self.store(postgres)
+            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: 25)
+            let row = DownloadRow(id: DownloadID(rawValue: 11), queue: "daemon", request: DownloadRequest(url: "http://a.example/f", file: "/w/f"))
+            store.writer.insert(row)
+            let failed = await #expect(throws: DownloadError.self) { try await store.flush() }
+            #expect(failed?.message.contains("the queue daemon is no longer this daemon's") == true, "\(String(describing: failed))")
+            #expect(failed?.message.contains("only one daemon may run a queue") == true, "\(String(describing: failed))")
+            #expect(try await admin.row(DownloadID(rawValue: 11)) == nil, "not written")
+            // Nor anything after.
+            let again = await #expect(throws: DownloadError.self) { try await store.saveSettings(["a": "b"], queue: "daemon") }
+            #expect(again?.message.contains("no longer this daemon's") == true)
+            try? await store.close()
+            try await admin.close()
         }
     }
 
@@ -150,9 +217,8 @@ struct PostgreSQLStoreTests {
 
     @Test(arguments: [
         ("mysql://u@h/db", "only postgresql:// is known"),
-        ("postgresql:///db", "names no host"),
         ("postgresql://u@h:99999/db", "out of range"),
-        ("postgresql://u@h/db?sslmode=verify-full", "sslmode verify-full"),
+        ("postgresql://u@h/db?sslmode=allow", "sslmode allow"),
         ("postgresql://u@h/db/x", "a database name has no /"),
         ("postgresql://u@h/db?connect_timeout=0", "connect_timeout 0"),
     ])
@@ -171,5 +237,10 @@ struct PostgreSQLStoreTests {
         #expect(error?.message.contains("s3cret") == false, "\(String(describing: error?.message))")
         let socket = try StoreLocation(parsing: "postgresql://haul@%2Fvar%2Frun%2Fpostgresql/haul")
         #expect("\(socket)" == "postgresql://haul@[/var/run/postgresql]/haul")
+        // No host: libpq's socket folder.
+        #expect("\(try StoreLocation(parsing: "postgresql://haul@/queue"))" == "postgresql://haul@[/var/run/postgresql]/queue")
+        // A password with an @ of its own, or given as a parameter, is not shown either.
+        #expect(StoreLocation.redacted("postgresql://u:p@ss/w@h/db?sslmode=bad") == "postgresql://u:***@h/db?sslmode=bad")
+        #expect(StoreLocation.redacted("postgresql://u@h/db?password=s3cret&sslmode=x") == "postgresql://u@h/db?password=***&sslmode=x")
     }
 }

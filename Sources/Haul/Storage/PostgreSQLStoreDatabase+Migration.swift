@@ -4,7 +4,7 @@ import PostgresNIO
 
 extension PostgreSQLStoreDatabase {
     /// The schema's history on PostgreSQL, a version per step, each run once in order and
-    /// recorded in `haul_migration`. It starts where SQLite's reached at its v11 (``Store/migrator``):
+    /// recorded in `haul_migration`. v1 is where SQLite's reached at its v11 (``Store/migrator``):
     /// the same tables and columns, in PostgreSQL's types (integers as `bigint`, times as seconds
     /// since 1970 in `double precision`), so every record reads and writes the same way on both.
     static let migrations: [(version: Int, statements: [String])] = [
@@ -42,7 +42,20 @@ extension PostgreSQLStoreDatabase {
                 """,
                 "CREATE INDEX uploadJob_queue ON uploadJob (queue, file, url)",
             ]
-        )
+        ),
+        (
+            2,
+            [
+                // The owner of each queue (PostgreSQLStoreDatabase.takeQueue): a process, the
+                // machine and pid it runs as, and its lease in seconds since 1970 (the server's clock).
+                """
+                CREATE TABLE queueOwner (
+                    queue text PRIMARY KEY, owner text NOT NULL, host text NOT NULL, pid bigint NOT NULL,
+                    leaseUntil double precision NOT NULL
+                )
+                """
+            ]
+        ),
     ]
 
     /// Brings the schema up to date, in one transaction that holds a lock of its own: two

@@ -10,14 +10,19 @@ import Synchronization
 /// own (``migrations``).
 ///
 /// Two connections, each made on first use and again after it broke: one that writes, a
-/// transaction at a time, and one that reads; and one more for each queue held
-/// (``takeQueue(_:)``). The schema is brought up to date before the first statement, so opening
-/// never blocks; the first read or write waits for it and says why when it cannot.
+/// transaction at a time, and one that reads. The schema is brought up to date before the first
+/// statement, so opening never blocks; the first read or write waits for it and says why when it
+/// cannot.
 ///
-/// A server that stops answering is asked again, for three times the connect timeout, before a
-/// failure is reported: every statement the store writes can be written twice (an insert
-/// replaces, an update sets values, a delete deletes), so a transaction whose commit was lost
-/// with its connection is simply written again.
+/// A server that stops answering (an error, or silence) is asked again, for three times the
+/// connect timeout, before a failure is reported: every statement the store writes can be written
+/// twice (an insert replaces, an update sets values, a delete deletes), so a transaction whose
+/// commit was lost with its connection is simply written again.
+///
+/// A queue has one owner at a time (``takeQueue(_:)``): a row of `queueOwner` with a lease,
+/// renewed by every transaction this process writes and every ``leaseRenewal`` besides. A
+/// transaction that finds the lease gone (another daemon took the queue while this one could not
+/// reach the server) writes nothing, and the store fails: two daemons never both write one queue.
 final class PostgreSQLStoreDatabase: StoreDatabase {
     let location: String
     private let server: StoreLocation.PostgreSQL
@@ -26,10 +31,18 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// Whether the schema is up to date (``migrateOnce()``).
     private let migrated = Mutex(false)
     private let logger: Logger
-    /// The queues this process holds (``takeQueue(_:)``), each by a task keeping a connection.
-    private let holders = Mutex<[String: Task<Void, Never>]>([:])
+    /// This store, as `queueOwner` names it.
+    let owner = QueueOwner.make()
+    /// The queues this process holds, and why it lost them once it has.
+    private let queues = Mutex<(held: Set<String>, lost: String?, renewal: Task<Void, Never>?)>(([], nil, nil))
     /// `?` placeholders turned into `$n`, by statement.
     private let numbered = Mutex<[String: String]>([:])
+
+    /// How long a queue's owner keeps it without writing: a daemon whose machine died is replaced
+    /// after this long (at once when it was on this machine: its pid is gone).
+    static let lease: Duration = .seconds(30)
+    /// How often an idle owner renews its lease.
+    static let leaseRenewal: Duration = .seconds(10)
 
     init(_ server: StoreLocation.PostgreSQL, logger: Logger) {
         self.server = server
@@ -55,12 +68,6 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// A new connection to `server`.
     static func connect(_ server: StoreLocation.PostgreSQL, logger: Logger) async throws -> PostgresConnection {
-        let tls: PostgresConnection.Configuration.TLS =
-            switch server.sslMode {
-            case "disable": .disable
-            case "require": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            default: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            }
         var configuration =
             if let socket = server.socket {
                 PostgresConnection.Configuration(
@@ -69,10 +76,30 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             } else {
                 PostgresConnection.Configuration(
                     host: server.host ?? "localhost", port: server.port, username: server.user, password: server.password,
-                    database: server.database, tls: tls)
+                    database: server.database, tls: try tls(server.sslMode))
             }
         configuration.options.connectTimeout = .nanoseconds(Int64(server.connectTimeout.components.seconds) * 1_000_000_000)
         return try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 0..<Int.max), logger: logger)
+    }
+
+    /// libpq's `sslmode`: `prefer` and `require` encrypt without checking the certificate (a
+    /// server's self-signed one, as Debian's `postgresql` makes, is accepted); `verify-ca` checks
+    /// it against the system's CAs, `verify-full` its name too.
+    static func tls(_ mode: String) throws -> PostgresConnection.Configuration.TLS {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch mode {
+        case "disable": return .disable
+        case "verify-full": return .require(try NIOSSLContext(configuration: configuration))
+        case "verify-ca":
+            configuration.certificateVerification = .noHostnameVerification
+            return .require(try NIOSSLContext(configuration: configuration))
+        case "require":
+            configuration.certificateVerification = .none
+            return .require(try NIOSSLContext(configuration: configuration))
+        default:
+            configuration.certificateVerification = .none
+            return .prefer(try NIOSSLContext(configuration: configuration))
+        }
     }
 
     // MARK: Statements
@@ -80,31 +107,39 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
         let query = PostgresQuery(unsafeSQL: numbering(sql), binds: try Self.bindings(values))
         let logger = logger
-        return try await retrying {
-            try await self.reader.use { connection in
-                var rows: [T] = []
-                for try await row in try await connection.query(query, logger: logger) { rows.append(try decode(try Self.row(row))) }
-                return rows
-            }
+        return try await retrying(on: reader, statements: 1) { connection in
+            var rows: [T] = []
+            for try await row in try await connection.query(query, logger: logger) { rows.append(try decode(try Self.row(row))) }
+            return rows
         }
     }
 
     func write(_ statements: [StoreStatement]) async throws {
         let queries = try statements.map { PostgresQuery(unsafeSQL: numbering($0.sql), binds: try Self.bindings($0.values)) }
-        let logger = logger
-        try await retrying {
-            try await self.writer.use { connection in try await Self.transaction(connection, queries, logger: logger) }
-        }
+        try await transaction(queries)
     }
 
-    /// Runs `queries` between `BEGIN` and `COMMIT`, rolled back when one fails.
-    static func transaction(_ connection: PostgresConnection, _ queries: [PostgresQuery], logger: Logger) async throws {
-        try await connection.query("BEGIN", logger: logger)
+    /// Runs `queries` between `BEGIN` and `COMMIT`, after renewing the lease of every queue held
+    /// (which fails the transaction if one was lost); rolled back when one fails.
+    private func transaction(_ queries: [PostgresQuery]) async throws {
+        let (held, lost) = queues.withLock { ($0.held, $0.lost) }
+        if let lost { throw QueueTaken(message: lost) }
+        let logger = logger
+        let owner = owner
         do {
-            for query in queries { try await connection.query(query, logger: logger) }
-            try await connection.query("COMMIT", logger: logger)
-        } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            try await retrying(on: writer, statements: queries.count + 1) { connection in
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    if !held.isEmpty { try await Self.renew(held, of: owner, on: connection, logger: logger) }
+                    for query in queries { try await connection.query(query, logger: logger) }
+                    try await connection.query("COMMIT", logger: logger)
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+            }
+        } catch let error as QueueTaken {
+            queues.withLock { $0.lost = $0.lost ?? error.message }
             throw error
         }
     }
@@ -116,61 +151,115 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             + columns.filter { !keys.contains($0) }.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
     }
 
-    /// Holds PostgreSQL's advisory lock of `queue` on a connection of its own until ``close()``:
-    /// a second daemon on the same queue would run the same downloads.
+    // MARK: Queues
+
+    /// Makes this process the owner of `queue`: free, or held by a lease that ran out, or by a
+    /// process of this machine that is gone (a daemon killed with -9). Another live owner's
+    /// queue is refused, saying whose it is.
     func takeQueue(_ queue: String) async throws(DownloadError) {
-        do { try await retrying {} } catch {
-            throw .io("cannot open the store \(location): \(reason(error)); \(advice(error))")
-        }
-        if holders.withLock({ $0[queue] != nil }) { return }
-        let taken = AsyncStream<Result<Bool, any Error>>.makeStream()
-        let server = server
         let logger = logger
-        let holder = Task {
-            do {
-                let connection = try await Self.connect(server, logger: logger)
-                let lock: PostgresQuery = "SELECT pg_try_advisory_lock(hashtext('haul.queue'), hashtext(\(queue)))"
-                var locked = false
-                do {
-                    for try await row in try await connection.query(lock, logger: logger) { locked = try row.decode(Bool.self) }
-                } catch {
-                    try? await connection.close()
-                    throw error
-                }
-                taken.continuation.yield(.success(locked))
-                // Held until close() cancels this task; closing the connection gives it back.
-                while locked, !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-                try? await connection.close()
-            } catch {
-                taken.continuation.yield(.failure(error))
+        let owner = owner
+        do {
+            try await retrying(on: writer, statements: 3) { connection in
+                try await Self.take(queue, for: owner, on: connection, logger: logger)
             }
-            taken.continuation.finish()
-        }
-        var outcome: Result<Bool, any Error> = .success(false)
-        for await first in taken.stream {
-            outcome = first
-            break
-        }
-        switch outcome {
-        case .success(true):
-            holders.withLock { $0[queue] = holder }
-        case .success(false):
-            throw .io(
-                "cannot take the queue \(queue) of \(location): another haul daemon runs it; stop that one, or give this one a database of its own"
-            )
-        case .failure(let error):
+        } catch let error as QueueTaken {
+            throw .io("cannot take the queue \(queue) of \(location): \(error.message)")
+        } catch {
             throw .io("cannot open the store \(location): \(reason(error)); \(advice(error))")
+        }
+        let start = queues.withLock { queues in
+            queues.held.insert(queue)
+            return queues.renewal == nil
+        }
+        guard start else { return }
+        // Renewed while nothing else is written; a renewal that fails says so at the next write.
+        let renewal = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.leaseRenewal)
+                guard !Task.isCancelled, let self else { return }
+                try? await self.transaction([])
+            }
+        }
+        queues.withLock { $0.renewal = renewal }
+    }
+
+    static func take(_ queue: String, for owner: QueueOwner, on connection: PostgresConnection, logger: Logger) async throws {
+        let lease = Int(Self.lease.components.seconds)
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            let inserted = try await connection.query(
+                """
+                INSERT INTO queueOwner (queue, owner, host, pid, leaseUntil)
+                VALUES (\(queue), \(owner.id), \(owner.host), \(owner.pid), extract(epoch from clock_timestamp()) + \(lease))
+                ON CONFLICT (queue) DO NOTHING RETURNING queue
+                """, logger: logger)
+            var taken = false
+            for try await _ in inserted { taken = true }
+            if !taken {
+                let holder = try await connection.query(
+                    """
+                    SELECT owner, host, pid, leaseUntil - extract(epoch from clock_timestamp())
+                    FROM queueOwner WHERE queue = \(queue) FOR UPDATE
+                    """, logger: logger)
+                for try await (id, host, pid, left) in holder.decode((String, String, Int64, Double).self) {
+                    let gone = host == owner.host && kill(pid_t(truncatingIfNeeded: pid), 0) != 0 && errno == ESRCH
+                    guard id == owner.id || left < 0 || gone else {
+                        throw QueueTaken(
+                            message:
+                                "the haul daemon of pid \(pid) on \(host) runs it (its lease ends in \(Int(left.rounded(.up))) s unless it renews it); stop that one, or give this one a database of its own"
+                        )
+                    }
+                }
+                try await connection.query(
+                    """
+                    UPDATE queueOwner SET owner = \(owner.id), host = \(owner.host), pid = \(owner.pid),
+                    leaseUntil = extract(epoch from clock_timestamp()) + \(lease) WHERE queue = \(queue)
+                    """, logger: logger)
+            }
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    /// Extends the lease of every queue in `held`, in the transaction under way; throws
+    /// ``QueueTaken`` when one is no longer this process's.
+    static func renew(_ held: Set<String>, of owner: QueueOwner, on connection: PostgresConnection, logger: Logger) async throws {
+        let lease = Int(Self.lease.components.seconds)
+        var renewed = Set<String>()
+        let rows = try await connection.query(
+            """
+            UPDATE queueOwner SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease)
+            WHERE owner = \(owner.id) RETURNING queue
+            """, logger: logger)
+        for try await queue in rows.decode(String.self) { renewed.insert(queue) }
+        if let lost = held.subtracting(renewed).sorted().first {
+            throw QueueTaken(
+                message:
+                    "the queue \(lost) is no longer this daemon's: another haul daemon took it while this one could not reach the database; stop this one"
+            )
         }
     }
 
     func close() async throws {
-        let held = holders.withLock { holders in
-            defer { holders = [:] }
-            return Array(holders.values)
+        let (held, renewal) = queues.withLock { queues in
+            defer {
+                queues.held = []
+                queues.renewal = nil
+            }
+            return (queues.held, queues.renewal)
         }
-        for holder in held {
-            holder.cancel()
-            await holder.value
+        renewal?.cancel()
+        await renewal?.value
+        // Given back, so that the next daemon need not wait for the lease to run out.
+        if !held.isEmpty {
+            let logger = logger
+            let owner = owner
+            _ = try? await writer.use { connection in
+                try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
+            }
         }
         await writer.close()
         await reader.close()
@@ -179,27 +268,32 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     // MARK: Errors
 
     func reason(_ error: any Error) -> String {
-        guard let error = error as? PSQLError else {
-            if let error = error as? DownloadError { return error.message }
-            if let error = error as? PostgresDecodingError { return "a value of column \(error.columnName) does not read" }
-            return "\(error)"
-        }
+        if let error = error as? QueueTaken { return error.message }
+        if let error = error as? StoreTimeout { return "the server did not answer for \(error.seconds) s" }
+        if error is StoreClosed { return "the store is closed" }
+        if let error = error as? DownloadError { return error.message }
+        if let error = error as? PostgresDecodingError { return "a value of column \(error.columnName) does not read" }
+        guard let error = error as? PSQLError else { return "\(error)" }
         if let message = error.serverInfo?[.message] { return message }
         switch error.code {
         case .connectionError:
             let underlying = error.underlying.map { "\($0)" } ?? "no answer"
             if underlying.contains("refused") { return "the connection was refused" }
             if underlying.lowercased().contains("timeout") || underlying.contains("timed out") { return "connecting timed out" }
+            if underlying.contains("handshake") || underlying.contains("SSL") || underlying.contains("certificate") {
+                return "the TLS handshake failed (\(underlying)); see sslmode in --store"
+            }
             return "cannot connect (\(underlying))"
         case .serverClosedConnection, .uncleanShutdown: return "the server closed the connection"
-        case .clientClosedConnection, .poolClosed: return "the store is closed"
-        case .sslUnsupported: return "the server does not offer TLS, which sslmode=require asks for"
+        case .clientClosedConnection, .poolClosed: return "the connection was closed"
+        case .sslUnsupported: return "the server does not offer TLS, which sslmode asks for"
         case .authMechanismRequiresPassword: return "the server asks for a password; put it in the URL or in $PGPASSWORD"
         default: return "\(error.code)"
         }
     }
 
     func advice(_ error: any Error) -> String {
+        if error is QueueTaken { return "only one daemon may run a queue" }
         if let code = (error as? PSQLError)?.serverInfo?[.sqlState] {
             // Classes 28 (authorization) and 3D (no such database): the URL's part to fix.
             if code.hasPrefix("28") { return "check the user and password of --store" }
@@ -211,15 +305,21 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     // MARK: Retrying
 
-    /// Runs `body`, again while the server cannot be reached, for three times the connect timeout.
-    private func retrying<T>(_ body: () async throws -> T) async throws -> T {
-        let deadline = ContinuousClock.now + server.connectTimeout * 3
+    /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for three
+    /// times the connect timeout. An attempt that gets no answer at all (a server gone silent)
+    /// ends when the window does, plus some time per statement for a long transaction, and its
+    /// connection is closed.
+    private func retrying<T: Sendable>(
+        on slot: PostgreSQLConnectionSlot, statements: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let window = server.connectTimeout * 3
+        let deadline = ContinuousClock.now + window
         var wait: Duration = .milliseconds(50)
         while true {
             do {
                 try await migrateOnce()
-                return try await body()
-            } catch let error as PSQLError where Self.isTransient(error) && .now + wait < deadline {
+                return try await Self.answered(on: slot, within: window + .milliseconds(10) * statements, body)
+            } catch  where Self.isTransient(error) && .now + wait < deadline {
                 logger.debug("the store \(location) did not answer (\(reason(error))); asking again in \(wait)")
                 try await Task.sleep(for: wait)
                 wait = min(wait * 2, .seconds(1))
@@ -227,13 +327,38 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
     }
 
-    /// Whether `error` says the server could not be reached, rather than that it refused a statement.
-    static func isTransient(_ error: PSQLError) -> Bool {
-        if let state = error.serverInfo?[.sqlState] {
-            // 57P01-57P03: the server shut down or is starting; 08: the connection failed.
-            return state.hasPrefix("57P") || state.hasPrefix("08")
+    /// `body`'s result, or ``StoreTimeout`` once `limit` has passed without one (the slot's
+    /// connection is then closed, which ends the statement waiting on it).
+    private static func answered<T: Sendable>(
+        on slot: PostgreSQLConnectionSlot, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await slot.use(body) }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let first = try await group.next() {
+                if let value = first { return value }
+                await slot.reset()
+                throw StoreTimeout(seconds: Int(limit.components.seconds))
+            }
+            throw CancellationError()
         }
-        return [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code)
+    }
+
+    /// Whether `error` says the server could not be reached or did not answer, rather than that it
+    /// refused a statement.
+    static func isTransient(_ error: any Error) -> Bool {
+        if error is StoreTimeout { return true }
+        guard let error = error as? PSQLError else { return false }
+        if let state = error.serverInfo?[.sqlState] {
+            // The server shut down or is starting (57P01-03); the connection failed (08000, 08001,
+            // 08003, 08004, 08006). Not 08P01, a protocol violation: it would fail again.
+            return ["57P01", "57P02", "57P03", "08000", "08001", "08003", "08004", "08006"].contains(state)
+        }
+        return [.connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection].contains(error.code)
     }
 
     // MARK: Values
@@ -296,7 +421,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
 /// One connection to the server, made on first use and again once it broke. An exclusive slot
 /// lends it to one user at a time (a transaction must not interleave with another); a shared
-/// one to all at once (PostgreSQL answers their statements in turn).
+/// one to all at once (PostgreSQL answers their statements in turn). Once closed it lends none.
 actor PostgreSQLConnectionSlot {
     private let connect: @Sendable () async throws -> PostgresConnection
     private let exclusive: Bool
@@ -305,6 +430,7 @@ actor PostgreSQLConnectionSlot {
     private var connecting: Task<PostgresConnection, any Error>?
     private var busy = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var closed = false
 
     init(connect: @escaping @Sendable () async throws -> PostgresConnection, exclusive: Bool) {
         self.connect = connect
@@ -325,7 +451,7 @@ actor PostgreSQLConnectionSlot {
         let connection = try await current()
         do { return try await body(connection) } catch {
             // A connection that broke is let go; the next use makes another.
-            if connection.isClosed || (error as? PSQLError).map(PostgreSQLStoreDatabase.isTransient) == true {
+            if connection.isClosed || PostgreSQLStoreDatabase.isTransient(error) {
                 if self.connection === connection { self.connection = nil }
                 try? await connection.close()
             }
@@ -334,6 +460,7 @@ actor PostgreSQLConnectionSlot {
     }
 
     private func current() async throws -> PostgresConnection {
+        guard !closed else { throw StoreClosed() }
         if let connection, !connection.isClosed { return connection }
         connection = nil
         if let connecting { return try await connecting.value }
@@ -341,12 +468,59 @@ actor PostgreSQLConnectionSlot {
         connecting = task
         defer { connecting = nil }
         let made = try await task.value
+        guard !closed else {
+            try? await made.close()
+            throw StoreClosed()
+        }
         connection = made
         return made
     }
 
-    func close() async {
+    /// Closes the connection (a statement waiting on it fails); the next use makes another.
+    func reset() async {
         if let connection { try? await connection.close() }
         connection = nil
     }
+
+    /// Closes the connection, once what uses it now is done, and lends none from now on.
+    func close() async {
+        closed = true
+        if exclusive {
+            while busy { await withCheckedContinuation { waiters.append($0) } }
+        }
+        _ = await connecting?.result
+        await reset()
+        for waiter in waiters { waiter.resume() }
+        waiters = []
+    }
 }
+
+/// A store as the owner of a queue: a random id, and the machine and pid it runs in, so that a
+/// daemon of the same machine can tell that its predecessor is gone.
+struct QueueOwner: Sendable {
+    var id: String
+    var host: String
+    var pid: Int64
+
+    static func make() -> QueueOwner { QueueOwner(id: UUID().uuidString, host: machineName, pid: Int64(getpid())) }
+
+    /// gethostname(2): the kernel's name for this machine, without a DNS lookup.
+    static var machineName: String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "unknown" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// A queue another daemon holds, or took from this one.
+struct QueueTaken: Error {
+    var message: String
+}
+
+/// No answer from the server within the store's window.
+struct StoreTimeout: Error {
+    var seconds: Int
+}
+
+/// The store was closed.
+struct StoreClosed: Error {}

@@ -83,17 +83,20 @@ final class Store: Sendable {
         try await downloads("SELECT * FROM download WHERE queue = ? ORDER BY priority DESC, position", [queue.databaseValue])
     }
 
-    /// The rows of `queue` for these destinations (the paths asked for), in one query per 500.
+    /// The rows of `queue` for these destinations (the paths asked for), in one query per 500,
+    /// after one flush.
     func rows(queue: String, destinations: Set<String>) async throws(DownloadError) -> [DownloadRow] {
+        try await writer.flush()
         let list = Array(destinations)
         var rows: [DownloadRow] = []
         var start = 0
         while start < list.count {
             let chunk = list[start..<min(list.count, start + 500)]
             let marks = chunk.map { _ in "?" }.joined(separator: ", ")
-            rows += try await downloads(
+            rows += try await fetchCommitted(
                 "SELECT * FROM download WHERE queue = ? AND destination IN (\(marks))",
-                [queue.databaseValue] + chunk.map(\.databaseValue))
+                [queue.databaseValue] + chunk.map(\.databaseValue)
+            ) { try DownloadRow(row: $0) }
             start += 500
         }
         return rows
@@ -129,12 +132,16 @@ final class Store: Sendable {
         try await writer.flush()
     }
 
-    /// Writes what is left, then lets the database go (``StoreDatabase/close()``).
+    /// Writes what is left, then lets the database go (``StoreDatabase/close()``), even when
+    /// the writing failed.
     func close() async throws(DownloadError) {
-        try await writer.flush()
+        var failure: DownloadError?
+        do { try await writer.flush() } catch { failure = error }
         do { try await database.close() } catch {
-            throw .io(
-                "cannot save the download records in \(path): \(database.reason(error)); \(database.advice(error)), then run again")
+            failure =
+                failure
+                ?? .io("cannot save the download records in \(path): \(database.reason(error)); \(database.advice(error)), then run again")
         }
+        if let failure { throw failure }
     }
 }

@@ -40,12 +40,17 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
         self.kind = kind
     }
 
-    /// A PostgreSQL server by its URL, libpq's form:
+    /// A PostgreSQL server by its URL, in libpq's form:
     /// `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=…&connect_timeout=…]`
-    /// (`postgres://` too). The password may instead come from `$PGPASSWORD`; the user
-    /// defaults to `$PGUSER`, then the account running Haul, and the database to the user. A
-    /// host that is a folder (`%2Fvar%2Frun%2Fpostgresql`, or `?host=/var/run/postgresql`) is
-    /// the folder of the server's Unix socket.
+    /// (`postgres://` too). What the URL leaves out comes from libpq's variables: the host from
+    /// `$PGHOST` (else the Unix socket in `/var/run/postgresql`), the port from `$PGPORT` (else
+    /// 5432), the user from `$PGUSER` (else the account running Haul), the password from
+    /// `$PGPASSWORD` (or `?password=`), the database from `$PGDATABASE` (else the user's name).
+    /// A host that is a folder (`%2Fvar%2Frun%2Fpostgresql`, or `?host=/var/run/postgresql`) is
+    /// the folder of the server's Unix socket. `sslmode` is `disable`, `prefer` (the default) or
+    /// `require`, which encrypt without checking the server's certificate as libpq does, or
+    /// `verify-ca` and `verify-full`, which check it against the system's CAs (and its name).
+    /// `~/.pgpass` is not read.
     ///
     /// - Throws: ``DownloadError/Kind/invalidRequest``, saying what is wrong with the URL.
     public init(parsing text: String) throws(DownloadError) {
@@ -60,23 +65,27 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
         }
         let environment = ProcessInfo.processInfo.environment
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
-        var host = components.percentEncodedHost.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
-        if let explicit = query["host"], !explicit.isEmpty { host = explicit }
-        guard let host else { throw invalid("it names no host") }
-        let user = components.user.flatMap { $0.isEmpty ? nil : $0 } ?? environment["PGUSER"].flatMap { $0.isEmpty ? nil : $0 } ?? Self.accountName
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let host =
+            query["host"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? components.percentEncodedHost.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
+            ?? variable("PGHOST") ?? "/var/run/postgresql"
+        let user = components.user.flatMap { $0.isEmpty ? nil : $0 } ?? query["user"] ?? variable("PGUSER") ?? Self.accountName
         guard let user else { throw invalid("it names no user") }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         guard !path.contains("/") else { throw invalid("a database name has no /") }
-        var settings = PostgreSQL(user: user, database: path.isEmpty ? user : path)
+        let database = path.isEmpty ? (query["dbname"] ?? variable("PGDATABASE") ?? user) : path
+        var settings = PostgreSQL(user: user, database: database)
         if host.hasPrefix("/") { settings.socket = host } else { settings.host = host }
-        if let port = components.port ?? query["port"].flatMap(Int.init) {
-            guard (1...65535).contains(port) else { throw invalid("port \(port) is out of range") }
+        let portText = components.port.map(String.init) ?? query["port"] ?? variable("PGPORT")
+        if let portText {
+            guard let port = Int(portText), (1...65535).contains(port) else { throw invalid("port \(portText) is out of range") }
             settings.port = port
         }
-        settings.password = components.password ?? environment["PGPASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
+        settings.password = components.password ?? query["password"] ?? variable("PGPASSWORD")
         if let mode = query["sslmode"] {
-            guard ["disable", "prefer", "require"].contains(mode) else {
-                throw invalid("sslmode \(mode) is not one of disable, prefer, require")
+            guard ["disable", "prefer", "require", "verify-ca", "verify-full"].contains(mode) else {
+                throw invalid("sslmode \(mode) is not one of disable, prefer, require, verify-ca, verify-full")
             }
             settings.sslMode = mode
         }
@@ -100,12 +109,25 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// `text` with the password of its user part (if any) replaced by `***`.
+    /// `text` with its passwords replaced by `***`: the user part's (up to the last `@` before
+    /// the query, since a password may hold an `@` of its own) and a `password=` parameter's.
     static func redacted(_ text: String) -> String {
-        guard let at = text.firstIndex(of: "@"), let schemeEnd = text.range(of: "://"), schemeEnd.upperBound < at else { return text }
-        let user = text[schemeEnd.upperBound..<at]
-        guard let colon = user.firstIndex(of: ":") else { return text }
-        return String(text[..<colon]) + ":***" + String(text[at...])
+        var result = text
+        if let schemeEnd = result.range(of: "://") {
+            let queryStart = result[schemeEnd.upperBound...].firstIndex(of: "?") ?? result.endIndex
+            if let at = result[schemeEnd.upperBound..<queryStart].lastIndex(of: "@"),
+                let colon = result[schemeEnd.upperBound..<at].firstIndex(of: ":")
+            {
+                result.replaceSubrange(result.index(after: colon)..<at, with: "***")
+            }
+        }
+        if let query = result.firstIndex(of: "?") {
+            let parameters = result[result.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false).map { parameter in
+                parameter.hasPrefix("password=") ? "password=***" : String(parameter)
+            }
+            result = String(result[...query]) + parameters.joined(separator: "&")
+        }
+        return result
     }
 
     /// The name of the account running this process, libpq's default user.

@@ -395,9 +395,12 @@ extension Statement {
     ///
     /// The values go to SQLite as they are: GRDB's `StatementArguments` would first map them
     /// again and check them against the statement, some thirty allocations for a row of a
-    /// download (most of the store's cost on a list of small files). The statements this runs
-    /// are the writer's own, whose placeholders and values are made together.
+    /// download (most of the store's cost on a list of small files). Only their count is checked.
     func run(binding values: [DatabaseValue]) throws {
+        // A value for every placeholder, or the statement would run with NULLs for the rest.
+        guard values.count == Int(sqlite3_bind_parameter_count(sqliteStatement)) else {
+            throw DatabaseError(resultCode: .SQLITE_RANGE, message: "\(values.count) values for the placeholders of \(sql)")
+        }
         // Resets the statement and clears what an earlier run bound; it binds nothing.
         setUncheckedArguments(StatementArguments())
         for (index, value) in zip(CInt(1)..., values) {
