@@ -100,6 +100,61 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// The writer's batches are merged into a few statements on PostgreSQL: thousands of rows
+    /// inserted, updated with several sets of columns and deleted read back as SQLite's.
+    @Test func aBatchOfThousandsOfRowsReadsBackAsSQLitesDoes() async throws {
+        #expect(Set(DownloadRow.storedColumns) == Set(PostgreSQLStoreDatabase.downloadTypes.keys))
+        #expect(RowPatch.Column.allCases.allSatisfy { PostgreSQLStoreDatabase.downloadTypes[$0.name] != nil })
+        try await PostgresServer.with { postgres in
+            let store = try Self.store(postgres)
+            let sqlite = try Store(inMemory: ())
+            for target in [store, sqlite] {
+                for index in 0..<2500 {
+                    var row = DownloadRow(
+                        id: DownloadID(rawValue: UInt64(index + 1)), queue: "q",
+                        request: DownloadRequest(url: "http://a.example/f\(index)", file: "/w/f\(index)"))
+                    row.position = Int64(index)
+                    row.createdAt = Date(timeIntervalSince1970: 1_700_000_000)
+                    target.writer.insert(row)
+                }
+                try await target.flush()
+                for index in 0..<2500 {
+                    let id = DownloadID(rawValue: UInt64(index + 1))
+                    switch index % 4 {
+                    case 0: target.writer.delete(id)
+                    case 1: target.writer.update(id, .status(.running))
+                    case 2: target.writer.update(id, .finished(path: "/w/f\(index)", bytes: Int64(index), fileModified: 1_700_000_001.5))
+                    default:
+                        var patch = RowPatch.status(.failed, error: .io("it's \"quoted\" and 'single'"), finishOrder: Int64(index))
+                        patch.merge(.ranges(ByteRanges([0..<Int64(index)])))
+                        target.writer.update(id, patch)
+                    }
+                }
+                // Some new rows in the same batch as the changes.
+                for index in 2500..<2600 {
+                    target.writer.insert(
+                        DownloadRow(
+                            id: DownloadID(rawValue: UInt64(index + 1)), queue: "q",
+                            request: DownloadRequest(url: "http://a.example/f\(index)", file: "/w/f\(index)")))
+                }
+                try await target.flush()
+            }
+            func normalized(_ rows: [DownloadRow]) -> [DownloadRow] {
+                rows.map { row in
+                    var row = row
+                    row.updatedAt = Date(timeIntervalSince1970: 0)
+                    row.createdAt = Date(timeIntervalSince1970: 0)
+                    return row
+                }.sorted { $0.id.rawValue < $1.id.rawValue }
+            }
+            let fromPostgres = normalized(try await store.rows(queue: "q"))
+            let fromSQLite = normalized(try await sqlite.rows(queue: "q"))
+            #expect(fromPostgres.count == 1975)
+            #expect(fromPostgres == fromSQLite)
+            try await store.close()
+        }
+    }
+
     @Test func theSchemaMigratesOnceThoughTwoStoresOpenTogether() async throws {
         try await PostgresServer.with { postgres in
             let stores = try [Self.store(postgres), Self.store(postgres), Self.store(postgres)]

@@ -58,6 +58,16 @@ extension PostgreSQLStoreDatabase {
         ),
     ]
 
+    /// The type of each column of `download`, as v1 made it.
+    static let downloadTypes: [String: String] = [
+        "id": "bigint", "queue": "text", "url": "text", "destinationKind": "bigint", "destination": "text", "request": "text",
+        "priority": "bigint", "position": "bigint", "dependencies": "text", "status": "bigint", "finishOrder": "bigint",
+        "path": "text", "totalLength": "bigint", "etag": "text", "lastModified": "text", "acceptsRanges": "bigint",
+        "ranges": "text", "resultBytes": "bigint", "fileModified": "double precision", "errorKind": "bigint",
+        "lastError": "text", "createdAt": "double precision", "updatedAt": "double precision", "errorReason": "text",
+        "sources": "text", "unsynced": "text", "sourceValidators": "text",
+    ]
+
     /// Brings the schema up to date, in one transaction that holds a lock of its own: two
     /// daemons starting together migrate once.
     static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {

@@ -115,8 +115,76 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     func write(_ statements: [StoreStatement]) async throws {
-        let queries = try statements.map { PostgresQuery(unsafeSQL: numbering($0.sql), binds: try Self.bindings($0.values)) }
-        try await transaction(queries)
+        try await transaction(try queries(statements))
+    }
+
+    /// The queries that run `statements`. The writer's (a batch of downloads' rows) are merged,
+    /// since each statement costs a round trip: the deletes into one per 5000 rows, the inserts
+    /// into one per 1000, the updates of each set of columns into one per 1000 (an `UPDATE …
+    /// FROM (VALUES …)`). Deletes first, then inserts, then updates: a batch changes each row once
+    /// (a delete, or an insert and an update), so the order between rows does not matter.
+    func queries(_ statements: [StoreStatement]) throws -> [PostgresQuery] {
+        guard statements.count > 1, statements.allSatisfy({ $0.batching != nil }) else {
+            return try statements.map { PostgresQuery(unsafeSQL: numbering($0.sql), binds: try Self.bindings($0.values)) }
+        }
+        var deletes: [DatabaseValue] = []
+        var inserts: [[DatabaseValue]] = []
+        var updates: [UInt32: [[DatabaseValue]]] = [:]
+        var masks: [UInt32] = []
+        for statement in statements {
+            switch statement.batching {
+            case .delete?: deletes.append(contentsOf: statement.values)
+            case .insert?: inserts.append(statement.values)
+            case .update(let mask)?:
+                if updates[mask] == nil { masks.append(mask) }
+                updates[mask, default: []].append(statement.values)
+            case nil: break
+            }
+        }
+        var queries: [PostgresQuery] = []
+        for start in stride(from: 0, to: deletes.count, by: 5000) {
+            let chunk = Array(deletes[start..<min(deletes.count, start + 5000)])
+            let marks = (1...chunk.count).map { "$\($0)::bigint" }.joined(separator: ", ")
+            queries.append(PostgresQuery(unsafeSQL: "DELETE FROM download WHERE id IN (\(marks))", binds: try Self.bindings(chunk)))
+        }
+        let columns = DownloadRow.storedColumns
+        let conflict =
+            " ON CONFLICT (id) DO UPDATE SET " + columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+        for start in stride(from: 0, to: inserts.count, by: 1000) {
+            let rows = Array(inserts[start..<min(inserts.count, start + 1000)])
+            let sql = "INSERT INTO download (" + columns.joined(separator: ", ") + ") VALUES " + Self.valuesList(rows.count, columns) + conflict
+            queries.append(PostgresQuery(unsafeSQL: sql, binds: try Self.bindings(rows.flatMap { $0 })))
+        }
+        for mask in masks {
+            let rows = updates[mask] ?? []
+            let names = RowPatch.columnNames(mask) + ["updatedAt", "id"]
+            let set = names.dropLast().map { "\($0) = v.\($0)" }.joined(separator: ", ")
+            for start in stride(from: 0, to: rows.count, by: 1000) {
+                let chunk = Array(rows[start..<min(rows.count, start + 1000)])
+                let sql =
+                    "UPDATE download AS d SET \(set) FROM (VALUES " + Self.valuesList(chunk.count, names) + ") AS v("
+                    + names.joined(separator: ", ") + ") WHERE d.id = v.id"
+                queries.append(PostgresQuery(unsafeSQL: sql, binds: try Self.bindings(chunk.flatMap { $0 })))
+            }
+        }
+        return queries
+    }
+
+    /// `($1::type, …), (…)`: `rows` rows of `columns`' placeholders, each cast to its column's
+    /// type (a NULL bound alone has none).
+    static func valuesList(_ rows: Int, _ columns: [String]) -> String {
+        var sql = ""
+        sql.reserveCapacity(rows * columns.count * 12)
+        var number = 0
+        for row in 0..<rows {
+            sql += row == 0 ? "(" : ", ("
+            for (index, column) in columns.enumerated() {
+                number += 1
+                sql += (index == 0 ? "$" : ", $") + String(number) + "::" + (downloadTypes[column] ?? "text")
+            }
+            sql += ")"
+        }
+        return sql
     }
 
     /// Runs `queries` between `BEGIN` and `COMMIT`, after renewing the lease of every queue held

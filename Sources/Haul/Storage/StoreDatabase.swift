@@ -5,10 +5,25 @@ import GRDB
 struct StoreStatement: Sendable {
     var sql: String
     var values: [DatabaseValue]
+    /// What the writer's statements do to a `download` row, so that a database where each
+    /// statement costs a round trip (PostgreSQL) can write many rows in one; nil for the rest.
+    var batching: Batching?
 
-    init(_ sql: String, _ values: [DatabaseValue] = []) {
+    /// The writer's three statements on the `download` table.
+    enum Batching: Hashable, Sendable {
+        /// Inserts a row of ``DownloadRow/storedColumns``, replacing the row of its id.
+        case insert
+        /// Sets the columns of a ``RowPatch`` mask and `updatedAt` (the values' order) of the
+        /// row whose id is the last value.
+        case update(mask: UInt32)
+        /// Deletes the row whose id is the one value.
+        case delete
+    }
+
+    init(_ sql: String, _ values: [DatabaseValue] = [], batching: Batching? = nil) {
         self.sql = sql
         self.values = values
+        self.batching = batching
     }
 }
 

@@ -62,6 +62,11 @@ struct RowPatch: Sendable {
         return result
     }
 
+    /// The names of the columns of `mask`, in column order.
+    static func columnNames(_ mask: UInt32) -> [String] {
+        Column.allCases.filter { mask & (1 << $0.rawValue) != 0 }.map(\.name)
+    }
+
     /// `UPDATE download SET a = ?, …, updatedAt = ? WHERE id = ?` for this patch's columns.
     var updateSQL: String {
         if let known = Self.statements.withLock({ $0[mask] }) { return known }
@@ -365,20 +370,20 @@ final class StoreWriter: Sendable {
         statements.reserveCapacity(batch.count)
         for (id, pending) in batch {
             if pending.delete {
-                statements.append(StoreStatement("DELETE FROM download WHERE id = ?", [id.storedValue.databaseValue]))
+                statements.append(StoreStatement("DELETE FROM download WHERE id = ?", [id.storedValue.databaseValue], batching: .delete))
                 continue
             }
             if var row = pending.insert {
                 row.updatedAt = now
                 // Ids never repeat (a random prefix per process, then a count): a row is inserted
                 // once; a later insert of the same id (a resumed library download) replaces it.
-                statements.append(StoreStatement(insertSQL, try row.storedValues().map { $0?.databaseValue ?? .null }))
+                statements.append(StoreStatement(insertSQL, try row.storedValues().map { $0?.databaseValue ?? .null }, batching: .insert))
             }
             guard !pending.patch.isEmpty else { continue }
             var values = pending.patch.changedValues
             values.append(now.timeIntervalSince1970.databaseValue)
             values.append(id.storedValue.databaseValue)
-            statements.append(StoreStatement(pending.patch.updateSQL, values))
+            statements.append(StoreStatement(pending.patch.updateSQL, values, batching: .update(mask: pending.patch.mask)))
         }
         return statements
     }

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""The daemon's queue in SQLite and in PostgreSQL, on the same job, in the same run.
+
+usage: bench/fleet.py [--haul .build-release/release/haul] [--files 20000] [--size 1024]
+                      [--batch 1000] [--stores sqlite,postgresql] [--rounds 1] [-j 16] [--cap 900]
+
+Serves --files files of --size bytes from a private nginx on 127.0.0.1, starts a throwaway
+PostgreSQL cluster (initdb in a temp folder; run as the `postgres` user when this runs as root),
+then for each store in turn (rounds interleaved) starts `haul daemon` fresh (new state folder, new
+database, new download folder), adds every file through system.multicall of --batch aria2.addUri,
+and waits until getGlobalStat says nothing is active or waiting. Reports the wall time from the
+first call to the last download's end, the adding alone, the daemon's CPU time and peak RSS, and
+checks every file byte-identical (sha256) and nginx's access log (each file sent once).
+
+This is the first part of the fleet benchmark: one daemon on SQLite against one on PostgreSQL,
+so that what the database costs shows before several daemons share it.
+"""
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, process, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError("process exited with %s" % process.returncode)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("nothing listens on %d" % port)
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_kib(pid):
+    with open("/proc/%d/status" % pid) as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+class RPC:
+    def __init__(self, port):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.next_id = 0
+
+    def call(self, method, *params):
+        self.next_id += 1
+        body = json.dumps({"jsonrpc": "2.0", "id": str(self.next_id), "method": method, "params": ["token:bench"] + list(params)})
+        self.connection.request("POST", "/jsonrpc", body, {"Content-Type": "application/json"})
+        answer = json.loads(self.connection.getresponse().read())
+        if "error" in answer:
+            raise RuntimeError("%s: %s" % (method, answer["error"]))
+        return answer["result"]
+
+
+def as_postgres(command):
+    """`command` run as the postgres user when this is root (PostgreSQL refuses root)."""
+    return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"] + command if os.geteuid() == 0 else command
+
+
+class Postgres:
+    def __init__(self, work):
+        versions = sorted((int(v) for v in os.listdir("/usr/lib/postgresql") if v.isdigit()), reverse=True)
+        if not versions:
+            sys.exit("error: PostgreSQL is not installed (apt-get install -y postgresql)")
+        self.bin = "/usr/lib/postgresql/%d/bin" % versions[0]
+        self.directory = os.path.join(work, "postgres")
+        os.makedirs(self.directory)
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+        data = os.path.join(self.directory, "data")
+        subprocess.run(as_postgres([self.bin + "/initdb", "-D", data, "-U", "haul", "-A", "trust", "--no-sync", "-E", "UTF8",
+                                    "--locale=C"]), check=True, stdout=subprocess.DEVNULL)
+        self.port = free_port()
+        # Durable as a production server would be (fsync on): the store's commits cost what they cost.
+        self.process = subprocess.Popen(as_postgres([self.bin + "/postgres", "-D", data, "-h", "127.0.0.1", "-p", str(self.port),
+                                                     "-k", "", "-c", "max_connections=100"]),
+                                        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "postgres.log"), "w"))
+        wait_for_port(self.port, self.process)
+        for _ in range(100):
+            if subprocess.run([self.bin + "/pg_isready", "-h", "127.0.0.1", "-p", str(self.port)], stdout=subprocess.DEVNULL).returncode == 0:
+                break
+            time.sleep(0.1)
+        self.databases = 0
+
+    def new_database(self):
+        self.databases += 1
+        name = "haul%d" % self.databases
+        subprocess.run(as_postgres([self.bin + "/createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "haul", name]), check=True)
+        return "postgresql://haul@127.0.0.1:%d/%s?sslmode=disable" % (self.port, name)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=30)
+
+
+class Nginx:
+    def __init__(self, work, root):
+        self.directory = os.path.join(work, "nginx")
+        os.makedirs(self.directory)
+        self.port = free_port()
+        self.log = os.path.join(self.directory, "access.log")
+        config = os.path.join(self.directory, "nginx.conf")
+        with open(config, "w") as f:
+            f.write("""%s
+daemon off; master_process off; worker_processes 1; pid "%s/nginx.pid"; error_log "%s/error.log" warn;
+events { worker_connections 1024; }
+http {
+    log_format bench '$request_uri $status $body_bytes_sent';
+    access_log "%s" bench;
+    sendfile on; default_type application/octet-stream;
+    client_body_temp_path "%s/b"; proxy_temp_path "%s/p"; fastcgi_temp_path "%s/f"; uwsgi_temp_path "%s/u"; scgi_temp_path "%s/s";
+    server { listen 127.0.0.1:%d; root "%s"; keepalive_requests 100000; }
+}
+""" % (("user root;" if os.geteuid() == 0 else ""), *([self.directory] * 2), self.log, *([self.directory] * 5), self.port, root))
+        self.process = subprocess.Popen(["nginx", "-c", config, "-p", self.directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, self.process)
+
+    def truncate_log(self):
+        open(self.log, "w").close()
+
+    def bodies(self):
+        """How many times each path was sent with a body."""
+        counts = {}
+        with open(self.log) as f:
+            for line in f:
+                path, status, sent = line.split()
+                if status in ("200", "206") and int(sent) > 0:
+                    counts[path] = counts.get(path, 0) + 1
+        return counts
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def run_daemon(haul, store, work, nginx, names, digests, args):
+    state = tempfile.mkdtemp(prefix="state-", dir=work)
+    out = tempfile.mkdtemp(prefix="out-", dir=work)
+    port = free_port()
+    command = [haul, "daemon", "--rpc-listen-port", str(port), "--state-dir", state, "-d", out, "-j", str(args.j),
+               "--rpc-secret", "bench", "-q"]
+    if store != "sqlite":
+        command += ["--store", store]
+    nginx.truncate_log()
+    daemon = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(os.path.join(state, "daemon.log"), "w"))
+    try:
+        wait_for_port(port, daemon)
+        rpc = RPC(port)
+        started = time.monotonic()
+        for first in range(0, len(names), args.batch):
+            calls = [{"methodName": "aria2.addUri", "params": ["token:bench", ["http://127.0.0.1:%d/%s" % (nginx.port, name)]]}
+                     for name in names[first:first + args.batch]]
+            answers = rpc.call("system.multicall", calls)
+            faults = [a for a in answers if not (isinstance(a, list) and len(a) == 1)]
+            if faults:
+                raise RuntimeError("addUri failed: %r" % faults[:1])
+        added = time.monotonic() - started
+        deadline = started + args.cap
+        while True:
+            stat = rpc.call("aria2.getGlobalStat")
+            if int(stat["numActive"]) == 0 and int(stat["numWaiting"]) == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("did not finish in %d s: %r" % (args.cap, stat))
+            time.sleep(0.01)
+        wall = time.monotonic() - started
+        stopped = int(rpc.call("aria2.getGlobalStat")["numStopped"])
+        cpu = cpu_seconds(daemon.pid)
+        rss = peak_rss_kib(daemon.pid)
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    bad = sum(1 for name in names if digests[name] != file_digest(os.path.join(out, name)))
+    bodies = nginx.bodies()
+    twice = sum(1 for count in bodies.values() if count > 1)
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    if bad or stopped != len(names):
+        raise RuntimeError("%s: %d files wrong or missing, %d stopped of %d" % (store, bad, stopped, len(names)))
+    return {"wall": wall, "added": added, "cpu": cpu, "rss": rss / 1024, "twice": twice}
+
+
+def file_digest(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--haul", default=".build-release/release/haul")
+    parser.add_argument("--files", type=int, default=20000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("-j", type=int, default=16)
+    parser.add_argument("--cap", type=int, default=900)
+    args = parser.parse_args()
+    haul = os.path.abspath(args.haul)
+    work = tempfile.mkdtemp(prefix="haul-fleet-")
+    os.chmod(work, 0o755)
+    nginx = postgres = None
+    try:
+        root = os.path.join(work, "www")
+        os.makedirs(root)
+        names, digests = [], {}
+        for index in range(args.files):
+            name = "f%06d.bin" % index
+            content = os.urandom(args.size)
+            with open(os.path.join(root, name), "wb") as f:
+                f.write(content)
+            names.append(name)
+            digests[name] = hashlib.sha256(content).hexdigest()
+        nginx = Nginx(work, root)
+        stores = args.stores.split(",")
+        if "postgresql" in stores:
+            postgres = Postgres(work)
+        results = {store: [] for store in stores}
+        for round_ in range(args.rounds):
+            for store in stores:
+                location = "sqlite" if store == "sqlite" else postgres.new_database()
+                result = run_daemon(haul, location, work, nginx, names, digests, args)
+                results[store].append(result)
+                print("round %d %-10s wall %.2f s (adding %.2f s), CPU %.2f s, peak RSS %.0f MiB, files sent twice %d"
+                      % (round_ + 1, store, result["wall"], result["added"], result["cpu"], result["rss"], result["twice"]),
+                      flush=True)
+        print()
+        print("| store | wall (median) | adding | daemon CPU | peak RSS | x SQLite |")
+        print("|---|---|---|---|---|---|")
+        base = statistics.median(r["wall"] for r in results.get("sqlite", [])) if "sqlite" in results else None
+        for store, rows in results.items():
+            wall = statistics.median(r["wall"] for r in rows)
+            print("| %s | %.2f s | %.2f s | %.2f s | %.0f MiB | %s |" % (
+                store, wall, statistics.median(r["added"] for r in rows), statistics.median(r["cpu"] for r in rows),
+                max(r["rss"] for r in rows), ("%.2fx" % (wall / base)) if base else "-"))
+    finally:
+        if nginx:
+            nginx.stop()
+        if postgres:
+            postgres.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
