@@ -108,10 +108,27 @@ public final class PostgresServer: Sendable {
     /// waits until it has exited; its data stays for ``start()``.
     public func stop() async {
         guard let process = server.withLock({ $0 }) else { return }
+        signal(SIGCONT)
         kill(process.pid, SIGINT)
         if !(await ServerProcess.waitForExit(process.process, seconds: 20)) { await process.stop() }
         await process.stop()
         server.withLock { $0 = nil }
+    }
+
+    /// Sends `signal` to the server and every process it started (its backends): `SIGSTOP` makes
+    /// a server that neither answers nor closes its connections, as one whose machine hangs;
+    /// `SIGCONT` brings it back.
+    public func signal(_ signal: Int32) {
+        guard let pid = server.withLock({ $0?.pid }) else { return }
+        var pending = [pid]
+        while let next = pending.popLast() {
+            kill(next, signal)
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(next)/task")) ?? []
+            for task in tasks {
+                let children = (try? String(contentsOfFile: "/proc/\(next)/task/\(task)/children", encoding: .utf8)) ?? ""
+                pending += children.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            }
+        }
     }
 
     /// Stops the server and removes its folder.

@@ -270,6 +270,26 @@ struct PostgreSQLStoreTests {
         try? await store.close()
     }
 
+    /// A server that stops answering without closing anything (its machine hangs): the write
+    /// ends when the store's window does, with one line, instead of waiting forever.
+    @Test func aServerGoneSilentIsGivenUpAfterTheWindow() async throws {
+        try await PostgresServer.with { postgres in
+            let store = try Self.store(postgres, connectTimeout: 1)
+            try await store.saveSettings(["a": "1"], queue: "q")
+            postgres.signal(SIGSTOP)
+            let started = ContinuousClock.now
+            let error = await #expect(throws: DownloadError.self) { try await store.saveSettings(["a": "2"], queue: "q") }
+            let took = ContinuousClock.now - started
+            postgres.signal(SIGCONT)
+            #expect(took >= .seconds(3) && took < .seconds(15), "\(took)")
+            #expect(error?.message.contains("the server did not answer for 3 s") == true, "\(String(describing: error))")
+            // Back: the next statement is answered on a new connection.
+            try await store.saveSettings(["a": "3"], queue: "q")
+            #expect(try await store.settings(queue: "q") == ["a": "3"])
+            try await store.close()
+        }
+    }
+
     @Test(arguments: [
         ("mysql://u@h/db", "only postgresql:// is known"),
         ("postgresql://u@h:99999/db", "out of range"),
