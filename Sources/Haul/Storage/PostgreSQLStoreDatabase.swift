@@ -107,7 +107,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
         let query = PostgresQuery(unsafeSQL: numbering(sql), binds: try Self.bindings(values))
         let logger = logger
-        return try await retrying(on: reader, statements: 1) { connection in
+        return try await retrying(on: reader, rows: 1) { connection in
             var rows: [T] = []
             for try await row in try await connection.query(query, logger: logger) { rows.append(try decode(try Self.row(row))) }
             return rows
@@ -115,7 +115,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     func write(_ statements: [StoreStatement]) async throws {
-        try await transaction(try queries(statements))
+        try await transaction(try queries(statements), rows: statements.count)
     }
 
     /// The queries that run `statements`. The writer's (a batch of downloads' rows) are merged,
@@ -187,15 +187,16 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         return sql
     }
 
-    /// Runs `queries` between `BEGIN` and `COMMIT`, after renewing the lease of every queue held
-    /// (which fails the transaction if one was lost); rolled back when one fails.
-    private func transaction(_ queries: [PostgresQuery]) async throws {
+    /// Runs `queries` (which write `rows` rows) between `BEGIN` and `COMMIT`, after renewing the
+    /// lease of every queue held (which fails the transaction if one was lost); rolled back when
+    /// one fails.
+    private func transaction(_ queries: [PostgresQuery], rows: Int) async throws {
         let (held, lost) = queues.withLock { ($0.held, $0.lost) }
         if let lost { throw QueueTaken(message: lost) }
         let logger = logger
         let owner = owner
         do {
-            try await retrying(on: writer, statements: queries.count + 1) { connection in
+            try await retrying(on: writer, rows: rows + 1) { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
                     if !held.isEmpty { try await Self.renew(held, of: owner, on: connection, logger: logger) }
@@ -228,7 +229,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let logger = logger
         let owner = owner
         do {
-            try await retrying(on: writer, statements: 3) { connection in
+            try await retrying(on: writer, rows: 3) { connection in
                 try await Self.take(queue, for: owner, on: connection, logger: logger)
             }
         } catch let error as QueueTaken {
@@ -246,7 +247,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.leaseRenewal)
                 guard !Task.isCancelled, let self else { return }
-                try? await self.transaction([])
+                try? await self.transaction([], rows: 0)
             }
         }
         queues.withLock { $0.renewal = renewal }
@@ -375,10 +376,10 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for three
     /// times the connect timeout. An attempt that gets no answer at all (a server gone silent)
-    /// ends when the window does, plus some time per statement for a long transaction, and its
+    /// ends when the window does, plus 10 ms a row for a long transaction, and its
     /// connection is closed.
     private func retrying<T: Sendable>(
-        on slot: PostgreSQLConnectionSlot, statements: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let window = server.connectTimeout * 3
         let deadline = ContinuousClock.now + window
@@ -386,7 +387,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         while true {
             do {
                 try await migrateOnce()
-                return try await Self.answered(on: slot, within: window + .milliseconds(10) * statements, body)
+                return try await Self.answered(on: slot, within: window + .milliseconds(10) * rows, body)
             } catch  where Self.isTransient(error) && .now + wait < deadline {
                 logger.debug("the store \(location) did not answer (\(reason(error))); asking again in \(wait)")
                 try await Task.sleep(for: wait)
