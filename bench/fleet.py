@@ -9,8 +9,9 @@ PostgreSQL cluster (initdb in a temp folder; run as the `postgres` user when thi
 then for each store in turn (rounds interleaved) starts `haul daemon` fresh (new state folder, new
 database, new download folder), adds every file through system.multicall of --batch aria2.addUri,
 and waits until getGlobalStat says nothing is active or waiting. Reports the wall time from the
-first call to the last download's end, the adding alone, the daemon's CPU time and peak RSS, and
-checks every file byte-identical (sha256) and nginx's access log (each file sent once).
+first call to the last download's end, the adding alone, the daemon's CPU time and peak RSS (the
+daemon's alone: not the PostgreSQL server's), and checks every file byte-identical (sha256) and
+nginx's access log (each file sent once), stopping with an error otherwise.
 
 This is the first part of the fleet benchmark: one daemon on SQLite against one on PostgreSQL,
 so that what the database costs shows before several daemons share it.
@@ -204,8 +205,8 @@ def run_daemon(haul, store, work, nginx, names, digests, args):
     twice = sum(1 for count in bodies.values() if count > 1)
     shutil.rmtree(state, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-    if bad or stopped != len(names):
-        raise RuntimeError("%s: %d files wrong or missing, %d stopped of %d" % (store, bad, stopped, len(names)))
+    if bad or stopped != len(names) or twice:
+        raise RuntimeError("%s: %d files wrong or missing, %d stopped of %d, %d sent twice" % (store, bad, stopped, len(names), twice))
     return {"wall": wall, "added": added, "cpu": cpu, "rss": rss / 1024, "twice": twice}
 
 

@@ -155,6 +155,33 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// How many statements a batch becomes: a few, not one per row (the chunks of 1000 and 5000 crossed).
+    @Test func aWritersBatchBecomesAFewStatements() throws {
+        let location = try StoreLocation(parsing: "postgresql://haul@127.0.0.1:1/haul")
+        guard case .postgreSQL(let server) = location.kind else { return }
+        let database = PostgreSQLStoreDatabase(server, logger: Logger(label: "test"))
+        var statements: [StoreStatement] = []
+        for index in 0..<6000 { statements.append(StoreStatement("DELETE", [Int64(index).databaseValue], batching: .delete)) }
+        let row = try DownloadRow(id: DownloadID(rawValue: 1), queue: "q", request: DownloadRequest(url: "http://a.example/f", file: "/w/f"))
+            .storedValues().map { $0?.databaseValue ?? .null }
+        for _ in 0..<2500 { statements.append(StoreStatement("INSERT", row, batching: .insert)) }
+        let running = RowPatch.status(.running)
+        for index in 0..<1500 {
+            statements.append(
+                StoreStatement("UPDATE", running.changedValues + [Double(0).databaseValue, Int64(index).databaseValue], batching: .update(mask: running.mask)))
+        }
+        let ranges = RowPatch.ranges(ByteRanges([0..<1]))
+        for index in 0..<10 {
+            statements.append(
+                StoreStatement("UPDATE", ranges.changedValues + [Double(0).databaseValue, Int64(index).databaseValue], batching: .update(mask: ranges.mask)))
+        }
+        let queries = try database.queries(statements)
+        #expect(queries.count == 2 + 3 + 2 + 1)
+        #expect(queries.map(\.binds.count).reduce(0, +) == 6000 + 2500 * row.count + 1500 * (running.changedValues.count + 2) + 10 * 4)
+        // One statement alone, or one not the writer's, goes as it is.
+        #expect(try database.queries([StoreStatement("SELECT ?", [1.databaseValue])]).map(\.sql) == ["SELECT $1"])
+    }
+
     @Test func theSchemaMigratesOnceThoughTwoStoresOpenTogether() async throws {
         try await PostgresServer.with { postgres in
             let stores = try [Self.store(postgres), Self.store(postgres), Self.store(postgres)]
@@ -183,7 +210,7 @@ struct PostgreSQLStoreTests {
             #expect(refused?.kind == .io)
             let message = refused?.message ?? ""
             #expect(message.contains("the haul daemon of pid \(getpid()) on \(QueueOwner.machineName) runs it"), "\(message)")
-            #expect(message.contains("its lease ends in 30 s"), "\(message)")
+            #expect(message.contains("its lease ends in 70 s"), "\(message)")
             // Given back when the store closes: the next one need not wait.
             try await first.close()
             try await second.takeQueue("daemon")
@@ -192,12 +219,14 @@ struct PostgreSQLStoreTests {
     }
 
     /// The owner's row as another machine's daemon would have left it.
-    static func setOwner(_ store: Store, queue: String, host: String, pid: Int64, leaseLeft seconds: Double) async throws {
+    static func setOwner(
+        _ store: Store, queue: String, host: String, machine: String = "another machine", pid: Int64, leaseLeft seconds: Double
+    ) async throws {
         try await store.write([
             StoreStatement(
-                "INSERT INTO queueOwner (queue, owner, host, pid, leaseUntil) VALUES (?, ?, ?, ?, ?) ON CONFLICT (queue) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, leaseUntil = EXCLUDED.leaseUntil",
+                "INSERT INTO queueOwner (queue, owner, host, machine, pid, leaseUntil) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, machine = EXCLUDED.machine, pid = EXCLUDED.pid, leaseUntil = EXCLUDED.leaseUntil",
                 [
-                    queue.databaseValue, "elsewhere-owner".databaseValue, host.databaseValue, pid.databaseValue,
+                    queue.databaseValue, "elsewhere-owner".databaseValue, host.databaseValue, machine.databaseValue, pid.databaseValue,
                     (Date().timeIntervalSince1970 + seconds).databaseValue,
                 ])
         ])
@@ -225,8 +254,15 @@ struct PostgreSQLStoreTests {
             try gone.run()
             gone.waitUntilExit()
             let admin = try Self.store(postgres)
+            // Same name, another machine (a container's pid namespace, say): its pid means nothing here.
             try await Self.setOwner(admin, queue: "daemon", host: QueueOwner.machineName, pid: Int64(gone.processIdentifier), leaseLeft: 25)
             let store = try Self.store(postgres)
+            let refused = await #expect(throws: DownloadError.self) { try await store.takeQueue("daemon") }
+            #expect(refused?.message.contains("runs it") == true, "\(String(describing: refused))")
+            // This machine: the pid is gone, so is its daemon.
+            try await Self.setOwner(
+                admin, queue: "daemon", host: QueueOwner.machineName, machine: QueueOwner.machineIdentity,
+                pid: Int64(gone.processIdentifier), leaseLeft: 25)
             try await store.takeQueue("daemon")
             try await store.close()
             try await admin.close()
@@ -316,6 +352,11 @@ struct PostgreSQLStoreTests {
         #expect("\(try StoreLocation(parsing: "postgresql://haul@/queue"))" == "postgresql://haul@[/var/run/postgresql]/queue")
         // A password with an @ of its own, or given as a parameter, is not shown either.
         #expect(StoreLocation.redacted("postgresql://u:p@ss/w@h/db?sslmode=bad") == "postgresql://u:***@h/db?sslmode=bad")
+        #expect(StoreLocation.redacted("postgresql://u:pa?ss@h/db") == "postgresql://u:***@h/db")
+        let leaky = #expect(throws: DownloadError.self) { try StoreLocation(parsing: "postgresql://u:pa?ss@h/db?sslmode=bad") }
+        #expect(leaky?.message.contains("pa?ss") == false && leaky?.message.contains("ss@") == false, "\(String(describing: leaky))")
+        // An empty parameter says nothing: the user falls back as without it.
+        #expect("\(try StoreLocation(parsing: "postgresql://h/q?user=&dbname="))".contains("@h:5432/q"))
         #expect(StoreLocation.redacted("postgresql://u@h/db?password=s3cret&sslmode=x") == "postgresql://u@h/db?password=***&sslmode=x")
     }
 }

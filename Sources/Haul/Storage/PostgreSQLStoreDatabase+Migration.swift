@@ -46,12 +46,13 @@ extension PostgreSQLStoreDatabase {
         (
             2,
             [
-                // The owner of each queue (PostgreSQLStoreDatabase.takeQueue): a process, the
-                // machine and pid it runs as, and its lease in seconds since 1970 (the server's clock).
+                // The owner of each queue (PostgreSQLStoreDatabase.takeQueue): a store, the
+                // machine it runs on (its name; its boot and pid namespace), its pid, and its lease
+                // in seconds since 1970 (the server's clock).
                 """
                 CREATE TABLE queueOwner (
-                    queue text PRIMARY KEY, owner text NOT NULL, host text NOT NULL, pid bigint NOT NULL,
-                    leaseUntil double precision NOT NULL
+                    queue text PRIMARY KEY, owner text NOT NULL, host text NOT NULL, machine text NOT NULL,
+                    pid bigint NOT NULL, leaseUntil double precision NOT NULL
                 )
                 """
             ]

@@ -39,8 +39,11 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     private let numbered = Mutex<[String: String]>([:])
 
     /// How long a queue's owner keeps it without writing: a daemon whose machine died is replaced
-    /// after this long (at once when it was on this machine: its pid is gone).
-    static let lease: Duration = .seconds(30)
+    /// after this long (at once when it was on this machine: its pid is gone). Longer than a
+    /// daemon cut off from the server goes on before its writes fail (twice the ``window``: one
+    /// attempt's, then the retries') plus a renewal: by the time another daemon may take the
+    /// queue, the first has stopped. 70 s with the default connect timeout.
+    var lease: Duration { max(.seconds(30), window * 2 + Self.leaseRenewal) }
     /// How often an idle owner renews its lease.
     static let leaseRenewal: Duration = .seconds(10)
 
@@ -62,7 +65,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     private func migrateOnce() async throws {
         guard !migrated.withLock({ $0 }) else { return }
         let logger = logger
-        try await writer.use { connection in try await Self.migrate(connection, logger: logger) }
+        try await writer.use(within: window) { connection in try await Self.migrate(connection, logger: logger) }
         migrated.withLock { $0 = true }
     }
 
@@ -79,6 +82,11 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                     database: server.database, tls: try tls(server.sslMode))
             }
         configuration.options.connectTimeout = .nanoseconds(Int64(server.connectTimeout.components.seconds) * 1_000_000_000)
+        // A transaction left open by a daemon cut off mid-write holds its rows' locks (the
+        // queue's owner among them) until the server drops the session: after this long, not
+        // after TCP's two hours.
+        let idle = Int64((server.connectTimeout * 3).components.seconds) * 1000
+        configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", String(idle))]
         return try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 0..<Int.max), logger: logger)
     }
 
@@ -107,7 +115,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
         let query = PostgresQuery(unsafeSQL: numbering(sql), binds: try Self.bindings(values))
         let logger = logger
-        return try await retrying(on: reader, rows: 1) { connection in
+        // A read of a whole queue (a restore) may take a while: as long as 3000 rows written.
+        return try await retrying(on: reader, rows: 3000) { connection in
             var rows: [T] = []
             for try await row in try await connection.query(query, logger: logger) { rows.append(try decode(try Self.row(row))) }
             return rows
@@ -195,11 +204,12 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         if let lost { throw QueueTaken(message: lost) }
         let logger = logger
         let owner = owner
+        let lease = Int(lease.components.seconds)
         do {
             try await retrying(on: writer, rows: rows + 1) { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
-                    if !held.isEmpty { try await Self.renew(held, of: owner, on: connection, logger: logger) }
+                    if !held.isEmpty { try await Self.renew(held, of: owner, lease: lease, on: connection, logger: logger) }
                     for query in queries { try await connection.query(query, logger: logger) }
                     try await connection.query("COMMIT", logger: logger)
                 } catch {
@@ -228,51 +238,59 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     func takeQueue(_ queue: String) async throws(DownloadError) {
         let logger = logger
         let owner = owner
+        let lease = Int(lease.components.seconds)
         do {
             try await retrying(on: writer, rows: 3) { connection in
-                try await Self.take(queue, for: owner, on: connection, logger: logger)
+                try await Self.take(queue, for: owner, lease: lease, on: connection, logger: logger)
             }
         } catch let error as QueueTaken {
             throw .io("cannot take the queue \(queue) of \(location): \(error.message)")
         } catch {
             throw .io("cannot open the store \(location): \(reason(error)); \(advice(error))")
         }
-        let start = queues.withLock { queues in
+        queues.withLock { queues in
             queues.held.insert(queue)
-            return queues.renewal == nil
-        }
-        guard start else { return }
-        // Renewed while nothing else is written; a renewal that fails says so at the next write.
-        let renewal = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.leaseRenewal)
-                guard !Task.isCancelled, let self else { return }
-                try? await self.transaction([], rows: 0)
+            guard queues.renewal == nil else { return }
+            // Renewed while nothing else is written; a renewal that fails says so at the next write.
+            queues.renewal = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.leaseRenewal)
+                    guard !Task.isCancelled, let self else { return }
+                    try? await self.transaction([], rows: 0)
+                }
             }
         }
-        queues.withLock { $0.renewal = renewal }
     }
 
-    static func take(_ queue: String, for owner: QueueOwner, on connection: PostgresConnection, logger: Logger) async throws {
-        let lease = Int(Self.lease.components.seconds)
+    /// Takes `queue` for `owner` in one transaction: inserted when free; else its row, locked,
+    /// is taken over when its lease ran out or its owner was a process of this machine that is
+    /// gone; else ``QueueTaken`` says whose it is.
+    static func take(_ queue: String, for owner: QueueOwner, lease: Int, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("BEGIN", logger: logger)
         do {
-            let inserted = try await connection.query(
-                """
-                INSERT INTO queueOwner (queue, owner, host, pid, leaseUntil)
-                VALUES (\(queue), \(owner.id), \(owner.host), \(owner.pid), extract(epoch from clock_timestamp()) + \(lease))
-                ON CONFLICT (queue) DO NOTHING RETURNING queue
-                """, logger: logger)
+            // An owner cut off in the middle of a transaction holds the row's lock until the
+            // server ends its session: say so rather than wait.
+            try await connection.query("SET LOCAL lock_timeout = '5s'", logger: logger)
             var taken = false
-            for try await _ in inserted { taken = true }
-            if !taken {
+            for _ in 0..<2 where !taken {
+                let inserted = try await connection.query(
+                    """
+                    INSERT INTO queueOwner (queue, owner, host, machine, pid, leaseUntil)
+                    VALUES (\(queue), \(owner.id), \(owner.host), \(owner.machine), \(owner.pid),
+                    extract(epoch from clock_timestamp()) + \(lease))
+                    ON CONFLICT (queue) DO NOTHING RETURNING queue
+                    """, logger: logger)
+                for try await _ in inserted { taken = true }
+                if taken { break }
                 let holder = try await connection.query(
                     """
-                    SELECT owner, host, pid, leaseUntil - extract(epoch from clock_timestamp())
+                    SELECT owner, host, machine, pid, leaseUntil - extract(epoch from clock_timestamp())
                     FROM queueOwner WHERE queue = \(queue) FOR UPDATE
                     """, logger: logger)
-                for try await (id, host, pid, left) in holder.decode((String, String, Int64, Double).self) {
-                    let gone = host == owner.host && kill(pid_t(truncatingIfNeeded: pid), 0) != 0 && errno == ESRCH
+                var found = false
+                for try await (id, host, machine, pid, left) in holder.decode((String, String, String, Int64, Double).self) {
+                    found = true
+                    let gone = machine == owner.machine && kill(pid_t(truncatingIfNeeded: pid), 0) != 0 && errno == ESRCH
                     guard id == owner.id || left < 0 || gone else {
                         throw QueueTaken(
                             message:
@@ -280,12 +298,16 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                         )
                     }
                 }
-                try await connection.query(
+                // Given back between the insert and the look: insert again.
+                guard found else { continue }
+                let updated = try await connection.query(
                     """
-                    UPDATE queueOwner SET owner = \(owner.id), host = \(owner.host), pid = \(owner.pid),
-                    leaseUntil = extract(epoch from clock_timestamp()) + \(lease) WHERE queue = \(queue)
+                    UPDATE queueOwner SET owner = \(owner.id), host = \(owner.host), machine = \(owner.machine), pid = \(owner.pid),
+                    leaseUntil = extract(epoch from clock_timestamp()) + \(lease) WHERE queue = \(queue) RETURNING queue
                     """, logger: logger)
+                for try await _ in updated { taken = true }
             }
+            guard taken else { throw QueueTaken(message: "another haul daemon is taking it at this moment; try again") }
             try await connection.query("COMMIT", logger: logger)
         } catch {
             _ = try? await connection.query("ROLLBACK", logger: logger)
@@ -295,8 +317,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// Extends the lease of every queue in `held`, in the transaction under way; throws
     /// ``QueueTaken`` when one is no longer this process's.
-    static func renew(_ held: Set<String>, of owner: QueueOwner, on connection: PostgresConnection, logger: Logger) async throws {
-        let lease = Int(Self.lease.components.seconds)
+    static func renew(
+        _ held: Set<String>, of owner: QueueOwner, lease: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws {
         var renewed = Set<String>()
         let rows = try await connection.query(
             """
@@ -313,6 +336,20 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     func close() async throws {
+        await giveBack()
+        await writer.close()
+        await reader.close()
+    }
+
+    /// The writer failed for good: renewing the lease would only keep the queue from a daemon
+    /// that could run it.
+    func failed() async {
+        await giveBack()
+    }
+
+    /// Stops renewing and deletes this store's `queueOwner` rows (never another's), so that the
+    /// next daemon need not wait for the lease to run out.
+    private func giveBack() async {
         let (held, renewal) = queues.withLock { queues in
             defer {
                 queues.held = []
@@ -322,16 +359,12 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
         renewal?.cancel()
         await renewal?.value
-        // Given back, so that the next daemon need not wait for the lease to run out.
-        if !held.isEmpty {
-            let logger = logger
-            let owner = owner
-            _ = try? await writer.use { connection in
-                try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
-            }
+        guard !held.isEmpty else { return }
+        let logger = logger
+        let owner = owner
+        _ = try? await writer.use(within: window) { connection in
+            try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
         }
-        await writer.close()
-        await reader.close()
     }
 
     // MARK: Errors
@@ -343,6 +376,10 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         if let error = error as? DownloadError { return error.message }
         if let error = error as? PostgresDecodingError { return "a value of column \(error.columnName) does not read" }
         guard let error = error as? PSQLError else { return "\(error)" }
+        if error.serverInfo?[.sqlState] == "55P03" {
+            return
+                "the queue's owner row is locked by a transaction that has not ended (a daemon cut off in the middle of a write); the server ends it within \(Int(window.components.seconds)) s"
+        }
         if let message = error.serverInfo?[.message] { return message }
         switch error.code {
         case .connectionError:
@@ -363,6 +400,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     func advice(_ error: any Error) -> String {
         if error is QueueTaken { return "only one daemon may run a queue" }
+        if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03" { return "try again then" }
         if let code = (error as? PSQLError)?.serverInfo?[.sqlState] {
             // Classes 28 (authorization) and 3D (no such database): the URL's part to fix.
             if code.hasPrefix("28") { return "check the user and password of --store" }
@@ -374,20 +412,20 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     // MARK: Retrying
 
-    /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for three
-    /// times the connect timeout. An attempt that gets no answer at all (a server gone silent)
-    /// ends when the window does, plus 10 ms a row for a long transaction, and its
-    /// connection is closed.
+    /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for
+    /// three times the connect timeout (``window``). Each attempt, from when it has the slot,
+    /// may take the window plus 10 ms a row for a long transaction; one that gets no answer at
+    /// all (a server gone silent) then ends, its connection closed.
     private func retrying<T: Sendable>(
         on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let window = server.connectTimeout * 3
+        let limit = window + .milliseconds(10) * rows
         let deadline = ContinuousClock.now + window
         var wait: Duration = .milliseconds(50)
         while true {
             do {
                 try await migrateOnce()
-                return try await Self.answered(on: slot, within: window + .milliseconds(10) * rows, body)
+                return try await slot.use(within: limit, body)
             } catch  where Self.isTransient(error) && .now + wait < deadline {
                 logger.debug("the store \(location) did not answer (\(reason(error))); asking again in \(wait)")
                 try await Task.sleep(for: wait)
@@ -396,26 +434,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
     }
 
-    /// `body`'s result, or ``StoreTimeout`` once `limit` has passed without one (the slot's
-    /// connection is then closed, which ends the statement waiting on it).
-    private static func answered<T: Sendable>(
-        on slot: PostgreSQLConnectionSlot, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await slot.use(body) }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                return nil
-            }
-            defer { group.cancelAll() }
-            while let first = try await group.next() {
-                if let value = first { return value }
-                await slot.reset()
-                throw StoreTimeout(seconds: Int(limit.components.seconds))
-            }
-            throw CancellationError()
-        }
-    }
+    /// How long the store waits for a server that does not answer: three times the connect timeout.
+    var window: Duration { server.connectTimeout * 3 }
 
     /// Whether `error` says the server could not be reached or did not answer, rather than that it
     /// refused a statement.
@@ -506,7 +526,12 @@ actor PostgreSQLConnectionSlot {
         self.exclusive = exclusive
     }
 
-    func use<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    /// Runs `body` on the slot's connection (made if needed) once the slot is free. With a
+    /// `limit`, counted from then, a `body` that has not returned by then (a server gone
+    /// silent) has its connection closed, which ends the statement it waits on, and
+    /// ``StoreTimeout`` is thrown; so is a cancellation, which PostgresNIO's statements do not
+    /// heed by themselves.
+    func use<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         if exclusive {
             while busy { await withCheckedContinuation { waiters.append($0) } }
             busy = true
@@ -518,13 +543,42 @@ actor PostgreSQLConnectionSlot {
             }
         }
         let connection = try await current()
-        do { return try await body(connection) } catch {
+        do {
+            guard let limit else { return try await body(connection) }
+            return try await Self.answered(connection, within: limit, body)
+        } catch {
             // A connection that broke is let go; the next use makes another.
-            if connection.isClosed || PostgreSQLStoreDatabase.isTransient(error) {
+            if connection.isClosed || PostgreSQLStoreDatabase.isTransient(error) || error is CancellationError {
                 if self.connection === connection { self.connection = nil }
                 try? await connection.close()
             }
             throw error
+        }
+    }
+
+    /// `body`'s result, or ``StoreTimeout`` once `limit` has passed without one; the connection
+    /// is closed then (and on cancellation), which ends the statement waiting on it.
+    private static func answered<T: Sendable>(
+        _ connection: PostgresConnection, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body(connection) }
+                group.addTask {
+                    try await Task.sleep(for: limit)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                while let first = try await group.next() {
+                    if let value = first { return value }
+                    try? await connection.close()
+                    throw StoreTimeout(seconds: Int(limit.components.seconds))
+                }
+                throw CancellationError()
+            }
+        } catch is CancellationError {
+            try? await connection.close()
+            throw CancellationError()
         }
     }
 
@@ -545,12 +599,6 @@ actor PostgreSQLConnectionSlot {
         return made
     }
 
-    /// Closes the connection (a statement waiting on it fails); the next use makes another.
-    func reset() async {
-        if let connection { try? await connection.close() }
-        connection = nil
-    }
-
     /// Closes the connection, once what uses it now is done, and lends none from now on.
     func close() async {
         closed = true
@@ -558,20 +606,33 @@ actor PostgreSQLConnectionSlot {
             while busy { await withCheckedContinuation { waiters.append($0) } }
         }
         _ = await connecting?.result
-        await reset()
+        if let connection { try? await connection.close() }
+        connection = nil
         for waiter in waiters { waiter.resume() }
         waiters = []
     }
 }
 
 /// A store as the owner of a queue: a random id, and the machine and pid it runs in, so that a
-/// daemon of the same machine can tell that its predecessor is gone.
+/// daemon of the same machine (the same boot and pid namespace) can tell that its predecessor is gone.
 struct QueueOwner: Sendable {
     var id: String
+    /// The machine's name, for messages.
     var host: String
+    /// Where `pid` means something: this boot of the kernel and its pid namespace (containers
+    /// on one machine share its name, not their pids).
+    var machine: String
     var pid: Int64
 
-    static func make() -> QueueOwner { QueueOwner(id: UUID().uuidString, host: machineName, pid: Int64(getpid())) }
+    static func make() -> QueueOwner {
+        QueueOwner(id: UUID().uuidString, host: machineName, machine: machineIdentity, pid: Int64(getpid()))
+    }
+
+    /// `BOOT-ID pid:[INODE]`: the kernel's boot id and this process's pid namespace.
+    static let machineIdentity: String = {
+        let namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid")) ?? "pid:[?]"
+        return (BootID.current ?? machineName) + " " + namespace
+    }()
 
     /// gethostname(2): the kernel's name for this machine, without a DNS lookup.
     static var machineName: String {

@@ -55,6 +55,10 @@ protocol StoreDatabase: Sendable {
     /// Gives back what it holds: the log's copies of old rows (SQLite), the connections (PostgreSQL).
     func close() async throws
 
+    /// Told once the writer failed for good (nothing more will be written): a queue held is
+    /// given back.
+    func failed() async
+
     /// The database's words for why `error` happened, without the statement.
     func reason(_ error: any Error) -> String
 
@@ -64,4 +68,6 @@ protocol StoreDatabase: Sendable {
 
 extension StoreDatabase {
     func takeQueue(_ queue: String) async throws(DownloadError) {}
+
+    func failed() async {}
 }

@@ -18,8 +18,8 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
         var user: String
         var password: String?
         var database: String
-        /// libpq's `sslmode`: `disable`, `prefer` (its default: TLS when the server offers it)
-        /// or `require`.
+        /// libpq's `sslmode`: `disable`, `prefer` (its default: TLS when the server offers it,
+        /// unchecked), `require` (TLS, unchecked), `verify-ca` or `verify-full`.
         var sslMode = "prefer"
         /// How long connecting may take (libpq's `connect_timeout`). A store that stops
         /// answering is retried for three times as long before its downloads stop.
@@ -64,7 +64,10 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
             throw invalid("only postgresql:// is known (SQLite, the default, needs no --store)")
         }
         let environment = ProcessInfo.processInfo.environment
-        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
+        // An empty parameter (`?user=`) says nothing, as an empty variable does.
+        let query = Dictionary(
+            (components.queryItems ?? []).compactMap { item in item.value.flatMap { $0.isEmpty ? nil : (item.name, $0) } },
+            uniquingKeysWith: { _, last in last })
         func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let host =
             query["host"].flatMap { $0.isEmpty ? nil : $0 }
@@ -109,13 +112,14 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// `text` with its passwords replaced by `***`: the user part's (up to the last `@` before
-    /// the query, since a password may hold an `@` of its own) and a `password=` parameter's.
+    /// `text` with its passwords replaced by `***`: the user part's (up to the last `@`, since a
+    /// password may hold an `@`, `?` or `/` of its own) and a `password=` parameter's.
     static func redacted(_ text: String) -> String {
         var result = text
         if let schemeEnd = result.range(of: "://") {
-            let queryStart = result[schemeEnd.upperBound...].firstIndex(of: "?") ?? result.endIndex
-            if let at = result[schemeEnd.upperBound..<queryStart].lastIndex(of: "@"),
+            // The last @ of all: a password may hold a ? or a / too (hiding some of the host
+            // when a parameter holds an @ is the safe mistake).
+            if let at = result[schemeEnd.upperBound...].lastIndex(of: "@"),
                 let colon = result[schemeEnd.upperBound..<at].firstIndex(of: ":")
             {
                 result.replaceSubrange(result.index(after: colon)..<at, with: "***")

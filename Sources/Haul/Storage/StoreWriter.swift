@@ -347,12 +347,20 @@ final class StoreWriter: Sendable {
                 outcome = .failure(failure(error))
             }
             committed(.now - started, batch.count)
-            let waiters = state.withLock { state in
+            let (waiters, firstFailure) = state.withLock { state in
                 state.transactions += 1
                 state.insertsInFlight = []
-                if case .failure(let error) = outcome, state.failure == nil { state.failure = error }
+                var first = false
+                if case .failure(let error) = outcome, state.failure == nil {
+                    state.failure = error
+                    first = true
+                }
                 defer { state.inflightWaiters = [] }
-                return state.inflightWaiters
+                return (state.inflightWaiters, first)
+            }
+            if firstFailure {
+                let database = database
+                Task { await database.failed() }
             }
             switch outcome {
             case .success:
