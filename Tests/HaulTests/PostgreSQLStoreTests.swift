@@ -269,6 +269,35 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// An owner cut off in the middle of a transaction holds its row's lock: taking the queue
+    /// then says so within seconds instead of waiting, and works once that transaction ends.
+    @Test func anOwnerRowLockedByAnOpenTransactionIsSaidNotWaitedFor() async throws {
+        try await PostgresServer.with { postgres in
+            let location = try StoreLocation(parsing: postgres.url())
+            guard case .postgreSQL(let server) = location.kind else { return }
+            let owner = try Self.store(postgres)
+            try await owner.takeQueue("daemon")
+            try await owner.close()
+            // Another session, mid-transaction, holding the row.
+            let holder = try await PostgreSQLStoreDatabase.connect(server, logger: Logger(label: "test"))
+            try await holder.query("BEGIN", logger: Logger(label: "test"))
+            let admin = try Self.store(postgres)
+            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: -1)
+            try await admin.close()
+            try await holder.query("SELECT * FROM queueOwner WHERE queue = 'daemon' FOR UPDATE", logger: Logger(label: "test"))
+            let store = try Self.store(postgres)
+            let started = ContinuousClock.now
+            let refused = await #expect(throws: DownloadError.self) { try await store.takeQueue("daemon") }
+            #expect(ContinuousClock.now - started < .seconds(20))
+            #expect(refused?.message.contains("locked by a transaction that has not ended") == true, "\(String(describing: refused))")
+            try await holder.query("ROLLBACK", logger: Logger(label: "test"))
+            try await holder.close()
+            // Its lease ran out: taken now.
+            try await store.takeQueue("daemon")
+            try await store.close()
+        }
+    }
+
     /// A daemon that could not renew its lease while another took the queue writes nothing more:
     /// its next transaction finds the lease gone and the store fails, saying so.
     @Test func aStoreThatLostItsQueueWritesNothingMore() async throws {
