@@ -557,28 +557,29 @@ actor PostgreSQLConnectionSlot {
     }
 
     /// `body`'s result, or ``StoreTimeout`` once `limit` has passed without one; the connection
-    /// is closed then (and on cancellation), which ends the statement waiting on it.
+    /// is closed then (and on cancellation), which ends the statement waiting on it. The caller
+    /// does not wait for `body` to notice: a statement on a connection whose server vanished may
+    /// never be answered, and the slot must not wait with it.
     private static func answered<T: Sendable>(
         _ connection: PostgresConnection, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body(connection) }
-                group.addTask {
-                    try await Task.sleep(for: limit)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                while let first = try await group.next() {
-                    if let value = first { return value }
-                    try? await connection.close()
-                    throw StoreTimeout(seconds: Int(limit.components.seconds))
-                }
-                throw CancellationError()
+        let outcome = FirstOutcome<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                outcome.start(
+                    continuation,
+                    work: Task {
+                        do { outcome.finish(.success(try await body(connection))) } catch { outcome.finish(.failure(error)) }
+                    },
+                    timer: Task {
+                        guard (try? await Task.sleep(for: limit)) != nil else { return }
+                        outcome.finish(.failure(StoreTimeout(seconds: Int(limit.components.seconds))))
+                        try? await connection.close()
+                    })
             }
-        } catch is CancellationError {
-            try? await connection.close()
-            throw CancellationError()
+        } onCancel: {
+            outcome.finish(.failure(CancellationError()))
+            let _: EventLoopFuture<Void> = connection.close()
         }
     }
 
@@ -654,3 +655,39 @@ struct StoreTimeout: Error {
 
 /// The store was closed.
 struct StoreClosed: Error {}
+
+/// The first of a statement's answer, its timeout and a cancellation: it resumes the waiting
+/// caller once, and stops the other two.
+final class FirstOutcome<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, early: Result<T, any Error>?, tasks: [Task<Void, Never>])>(
+        (nil, nil, []))
+
+    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+        let early: Result<T, any Error>? = state.withLock { state in
+            state.tasks = [work, timer]
+            if let early = state.early { return early }
+            state.continuation = continuation
+            return nil
+        }
+        if let early {
+            work.cancel()
+            timer.cancel()
+            continuation.resume(with: early)
+        }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) = state.withLock { state in
+            if state.continuation == nil, state.tasks.isEmpty {
+                // Before start: kept for it (a cancellation that came first).
+                if state.early == nil { state.early = result }
+                return (nil, [])
+            }
+            defer { state.continuation = nil }
+            return (state.continuation, state.tasks)
+        }
+        guard let continuation else { return }
+        for task in tasks { task.cancel() }
+        continuation.resume(with: result)
+    }
+}
