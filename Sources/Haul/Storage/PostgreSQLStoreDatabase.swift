@@ -362,8 +362,20 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         guard !held.isEmpty else { return }
         let logger = logger
         let owner = owner
-        _ = try? await writer.use(within: window) { connection in
-            try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
+        // In a task of its own: a shutdown cancels the one closing the store, and the queue
+        // must still be given back.
+        let writer = writer
+        let window = window
+        let giving = Task {
+            try await writer.use(within: window) { connection in
+                try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
+            }
+        }
+        do { try await giving.value } catch {
+            // Nothing is lost: the lease runs out by itself, and another daemon may take the queue then.
+            logger.error(
+                "cannot give back the queue \(held.sorted().joined(separator: ", ")) of \(location): \(reason(error)); another daemon can take it in \(Int(lease.components.seconds)) s"
+            )
         }
     }
 
@@ -508,112 +520,6 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 }
 
-/// One connection to the server, made on first use and again once it broke. An exclusive slot
-/// lends it to one user at a time (a transaction must not interleave with another); a shared
-/// one to all at once (PostgreSQL answers their statements in turn). Once closed it lends none.
-actor PostgreSQLConnectionSlot {
-    private let connect: @Sendable () async throws -> PostgresConnection
-    private let exclusive: Bool
-    private var connection: PostgresConnection?
-    /// A connection being made: everyone who needs one meanwhile waits for it.
-    private var connecting: Task<PostgresConnection, any Error>?
-    private var busy = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    private var closed = false
-
-    init(connect: @escaping @Sendable () async throws -> PostgresConnection, exclusive: Bool) {
-        self.connect = connect
-        self.exclusive = exclusive
-    }
-
-    /// Runs `body` on the slot's connection (made if needed) once the slot is free. With a
-    /// `limit`, counted from then, a `body` that has not returned by then (a server gone
-    /// silent) has its connection closed, which ends the statement it waits on, and
-    /// ``StoreTimeout`` is thrown; so is a cancellation, which PostgresNIO's statements do not
-    /// heed by themselves.
-    func use<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        if exclusive {
-            while busy { await withCheckedContinuation { waiters.append($0) } }
-            busy = true
-        }
-        defer {
-            if exclusive {
-                busy = false
-                if !waiters.isEmpty { waiters.removeFirst().resume() }
-            }
-        }
-        let connection = try await current()
-        do {
-            guard let limit else { return try await body(connection) }
-            return try await Self.answered(connection, within: limit, body)
-        } catch {
-            // A connection that broke is let go; the next use makes another.
-            if connection.isClosed || PostgreSQLStoreDatabase.isTransient(error) || error is CancellationError {
-                if self.connection === connection { self.connection = nil }
-                try? await connection.close()
-            }
-            throw error
-        }
-    }
-
-    /// `body`'s result, or ``StoreTimeout`` once `limit` has passed without one; the connection
-    /// is closed then (and on cancellation), which ends the statement waiting on it. The caller
-    /// does not wait for `body` to notice: a statement on a connection whose server vanished may
-    /// never be answered, and the slot must not wait with it.
-    private static func answered<T: Sendable>(
-        _ connection: PostgresConnection, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        let outcome = FirstOutcome<T>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                outcome.start(
-                    continuation,
-                    work: Task {
-                        do { outcome.finish(.success(try await body(connection))) } catch { outcome.finish(.failure(error)) }
-                    },
-                    timer: Task {
-                        guard (try? await Task.sleep(for: limit)) != nil else { return }
-                        outcome.finish(.failure(StoreTimeout(seconds: Int(limit.components.seconds))))
-                        try? await connection.close()
-                    })
-            }
-        } onCancel: {
-            outcome.finish(.failure(CancellationError()))
-            let _: EventLoopFuture<Void> = connection.close()
-        }
-    }
-
-    private func current() async throws -> PostgresConnection {
-        guard !closed else { throw StoreClosed() }
-        if let connection, !connection.isClosed { return connection }
-        connection = nil
-        if let connecting { return try await connecting.value }
-        let task = Task { try await connect() }
-        connecting = task
-        defer { connecting = nil }
-        let made = try await task.value
-        guard !closed else {
-            try? await made.close()
-            throw StoreClosed()
-        }
-        connection = made
-        return made
-    }
-
-    /// Closes the connection, once what uses it now is done, and lends none from now on.
-    func close() async {
-        closed = true
-        if exclusive {
-            while busy { await withCheckedContinuation { waiters.append($0) } }
-        }
-        _ = await connecting?.result
-        if let connection { try? await connection.close() }
-        connection = nil
-        for waiter in waiters { waiter.resume() }
-        waiters = []
-    }
-}
-
 /// A store as the owner of a queue: a random id, and the machine and pid it runs in, so that a
 /// daemon of the same machine (the same boot and pid namespace) can tell that its predecessor is gone.
 struct QueueOwner: Sendable {
@@ -655,39 +561,3 @@ struct StoreTimeout: Error {
 
 /// The store was closed.
 struct StoreClosed: Error {}
-
-/// The first of a statement's answer, its timeout and a cancellation: it resumes the waiting
-/// caller once, and stops the other two.
-final class FirstOutcome<T: Sendable>: Sendable {
-    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, early: Result<T, any Error>?, tasks: [Task<Void, Never>])>(
-        (nil, nil, []))
-
-    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, Never>, timer: Task<Void, Never>) {
-        let early: Result<T, any Error>? = state.withLock { state in
-            state.tasks = [work, timer]
-            if let early = state.early { return early }
-            state.continuation = continuation
-            return nil
-        }
-        if let early {
-            work.cancel()
-            timer.cancel()
-            continuation.resume(with: early)
-        }
-    }
-
-    func finish(_ result: Result<T, any Error>) {
-        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) = state.withLock { state in
-            if state.continuation == nil, state.tasks.isEmpty {
-                // Before start: kept for it (a cancellation that came first).
-                if state.early == nil { state.early = result }
-                return (nil, [])
-            }
-            defer { state.continuation = nil }
-            return (state.continuation, state.tasks)
-        }
-        guard let continuation else { return }
-        for task in tasks { task.cancel() }
-        continuation.resume(with: result)
-    }
-}
