@@ -371,7 +371,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                 try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
             }
         }
-        do { try await giving.value } catch {
+        do { _ = try await giving.value } catch {
             // Nothing is lost: the lease runs out by itself, and another daemon may take the queue then.
             logger.error(
                 "cannot give back the queue \(held.sorted().joined(separator: ", ")) of \(location): \(reason(error)); another daemon can take it in \(Int(lease.components.seconds)) s"
