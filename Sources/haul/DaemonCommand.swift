@@ -82,7 +82,7 @@ struct DaemonCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Keep the queue on a PostgreSQL server instead of in the state folder (default: $HAUL_STORE, else SQLite there).",
+            "Keep the queue on a PostgreSQL server instead of in the state folder, shared with every daemon given the same (default: $HAUL_STORE, else SQLite there).",
             valueName: "postgresql://USER@HOST[:PORT]/DATABASE"))
     var store: String?
 

@@ -4,8 +4,9 @@ import HaulTestSupport
 import Testing
 
 /// `haul daemon --store postgresql://…` against a real PostgreSQL server: the queue lives in the
-/// database (a daemon killed with -9 is continued by one with another state folder), one
-/// daemon runs a queue, and the database going away and coming back costs no download.
+/// database (a daemon killed with -9 is continued by one with another state folder), daemons
+/// share a queue and take over a dead one's downloads, a daemon paused past its lease writes
+/// nothing more, and the database going away and coming back costs no download.
 @Suite(.serialized)
 struct DaemonPostgreSQLTests {
     static func serve(_ server: FaultServer, _ path: String, seed: UInt64, size: Int, bytesPerSecond: Int? = nil) -> [UInt8] {
@@ -55,21 +56,77 @@ struct DaemonPostgreSQLTests {
         }
     }
 
-    @Test func aSecondDaemonOnTheSameQueueIsRefusedInOneLine() async throws {
+    /// Two daemons on one queue, one `-d`: each runs what was added through it; one killed with
+    /// -9 has its downloads taken over by the other, which continues them from their ranges.
+    @Test func twoDaemonsShareAQueueAndTheSurvivorTakesOverTheKilledOnesDownloads() async throws {
         try await PostgresServer.with { postgres in
-            let dir = try TestDirectory()
-            defer { dir.remove() }
-            try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, ["--store", postgres.url(), "-q"]) { first in
-                let second = try HaulProcess(
-                    ["daemon", "--rpc-listen-port", "0", "--state-dir", dir.file("state-b"), "-q"], in: dir.path,
-                    environment: ["HAUL_STORE": postgres.url()])
-                let (status, stderr) = try await second.finish(timeout: .seconds(30))
-                #expect(status != 0)
-                let lines = stderr.split(separator: "\n")
-                #expect(lines.count == 1, "\(stderr)")
-                #expect(stderr.contains("cannot take the queue daemon of postgresql://haul@127.0.0.1:\(postgres.port)/haul"), "\(stderr)")
-                #expect(stderr.contains("the haul daemon of pid \(first.endpoint.pid) on"), "\(stderr)")
-                #expect(try await first.stop() == 0)
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let big = Self.serve(server, "/big.bin", seed: 95, size: 8 << 20, bytesPerSecond: 2 << 20)
+                let small = Self.serve(server, "/small.bin", seed: 96, size: 64 << 10)
+                let arguments = ["--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-x", "1"]
+                try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
+                    let bigGID = try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments + ["-q"]) { first in
+                        let bigGID = try #require(try await first.call("aria2.addUri", [[.string(server.url("/big.bin"))]]).string)
+                        let smallGID = try #require(try await second.call("aria2.addUri", [[.string(server.url("/small.bin"))]]).string)
+                        _ = try await second.waitFor(smallGID) { $0["status"] == "complete" }
+                        _ = try await first.waitFor(bigGID) { Self.completed($0) >= 2 << 20 }
+                        // Each runs its own.
+                        #expect(try await first.call("aria2.getGlobalStat")["numActive"] == "1")
+                        #expect(try await second.call("aria2.getGlobalStat")["numActive"] == "0")
+                        try await first.kill()
+                        return bigGID
+                    }
+                    // Its pid is gone: taken over at the next look, within a second or so.
+                    let said = try await second.logLines(containing: "took over 1 download(s)", timeout: .seconds(20))
+                    #expect(said.count == 1, "\(second.log)")
+                    let done = try await second.waitFor(bigGID, timeout: .seconds(60)) { $0["status"] == "complete" }
+                    #expect(Self.completed(done) == Int64(big.count))
+                    #expect(try await second.stop() == 0)
+                }
+                #expect(dir.contents("downloads/big.bin") == big)
+                #expect(dir.contents("downloads/small.bin") == small)
+                let sent = server.stats("/big.bin").bodyBytesSent
+                #expect(sent <= big.count + (1 << 20), "continued, not started over: sent \(sent) for \(big.count)")
+            }
+        }
+    }
+
+    /// A daemon stopped (SIGSTOP) past its lease has its downloads taken over; woken, it writes
+    /// nothing more and stops them at once, saying why; the other finishes them, byte-identical.
+    @Test func aDaemonPausedPastItsLeaseIsFencedAndItsDownloadIsFinishedByAnother() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let content = Self.serve(server, "/f.bin", seed: 97, size: 6 << 20, bytesPerSecond: 512 << 10)
+                // A 1 s connect timeout: the shortest lease, 30 s.
+                let arguments = ["--store", postgres.url(connectTimeout: 1), "-d", dir.file("downloads"), "-x", "1"]
+                try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
+                    let gid = try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { first in
+                        let gid = try #require(try await first.call("aria2.addUri", [[.string(server.url("/f.bin"))]]).string)
+                        _ = try await first.waitFor(gid) { Self.completed($0) >= 1 << 20 }
+                        first.process.signal(SIGSTOP)
+                        // Its lease runs out; the other takes its download over (and waits for
+                        // the part file, which the stopped one still has locked).
+                        let said = try await second.logLines(containing: "took over 1 download(s)", timeout: .seconds(60))
+                        #expect(said.count == 1, "\(second.log)")
+                        #expect(try await second.call("aria2.tellStatus", [.string(gid), ["gid"]]) == ["gid": .string(gid)])
+                        server.update("/f.bin") { $0.bytesPerSecond = nil }
+                        first.process.signal(SIGCONT)
+                        let fenced = try await first.logLines(
+                            containing: "another haul daemon took over this one's downloads of the queue daemon", timeout: .seconds(20))
+                        #expect(!fenced.isEmpty, "\(first.log)")
+                        #expect(try await first.stop() != 0)
+                        #expect(first.log.contains("stopped without saving everything"), "\(first.log)")
+                        return gid
+                    }
+                    let done = try await second.waitFor(gid, timeout: .seconds(60)) { $0["status"] == "complete" }
+                    #expect(Self.completed(done) == Int64(content.count))
+                    #expect(try await second.stop() == 0)
+                }
+                #expect(dir.contents("downloads/f.bin") == content)
             }
         }
     }

@@ -1,11 +1,12 @@
 import Foundation
 import HaulTestSupport
 import Logging
+import PostgresNIO
 import Testing
 @testable import Haul
 
 /// The store on a real PostgreSQL server (Debian's `postgresql`, started in a temp folder):
-/// every record reads back as SQLite's does, the schema migrates once, a queue has one owner,
+/// every record reads back as SQLite's does, the schema migrates once, daemons share a queue,
 /// and a bad URL or an unreachable server is said in one line.
 @Suite(.serialized)
 struct PostgreSQLStoreTests {
@@ -190,7 +191,7 @@ struct PostgreSQLStoreTests {
                 try await group.waitForAll()
             }
             let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
-            #expect(versions == [1, 2])
+            #expect(versions == [1, 2, 3])
             for store in stores { try await store.close() }
             // A store opened later finds it done.
             let later = try Self.store(postgres)
@@ -199,123 +200,185 @@ struct PostgreSQLStoreTests {
         }
     }
 
-    @Test func aQueueHasOneOwnerUntilItsStoreCloses() async throws {
+    /// A queue written by a haul of before the fleet (schema v2, one daemon per queue) is the
+    /// first joiner's once the schema is brought up to date.
+    @Test func aQueueOfBeforeTheFleetIsTheFirstJoinersAfterTheMigration() async throws {
         try await PostgresServer.with { postgres in
-            let first = try Self.store(postgres)
-            let second = try Self.store(postgres)
-            try await first.takeQueue("daemon")
-            // Another queue of the same database is free.
-            try await second.takeQueue("other")
-            let refused = await #expect(throws: DownloadError.self) { try await second.takeQueue("daemon") }
-            #expect(refused?.kind == .io)
-            let message = refused?.message ?? ""
-            #expect(message.contains("the haul daemon of pid \(getpid()) on \(QueueOwner.machineName) runs it"), "\(message)")
-            #expect(message.contains("its lease ends in 70 s"), "\(message)")
-            // Given back when the store closes: the next one need not wait.
-            try await first.close()
-            try await second.takeQueue("daemon")
-            try await second.close()
+            let location = try StoreLocation(parsing: postgres.url())
+            guard case .postgreSQL(let server) = location.kind else { return }
+            let logger = Logger(label: "test")
+            let old = try await PostgreSQLStoreDatabase.connect(server, logger: logger)
+            try await old.query("CREATE TABLE haul_migration (version bigint PRIMARY KEY, appliedAt double precision NOT NULL)", logger: logger)
+            for migration in PostgreSQLStoreDatabase.migrations where migration.version <= 2 {
+                for statement in migration.statements { try await old.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                try await old.query("INSERT INTO haul_migration VALUES (\(migration.version), 0)", logger: logger)
+            }
+            try await old.query(
+                "INSERT INTO download (id, queue, url, destinationKind, destination, request, status, createdAt, updatedAt) VALUES (12, 'daemon', 'http://a.example/12', 0, '/w/12', '{}', 0, 0, 0)",
+                logger: logger)
+            try await old.query(
+                "INSERT INTO queueOwner VALUES ('daemon', 'old', 'elsewhere', 'another machine', 4242, 0)", logger: logger)
+            try await old.close()
+            let store = try Self.store(postgres)
+            try await store.join("daemon")
+            let held = try await store.fetch("SELECT id FROM download WHERE owner IS NOT NULL") { $0["id"] as Int64 }
+            #expect(held == [12])
+            try await store.close()
         }
     }
 
-    /// The owner's row as another machine's daemon would have left it.
-    static func setOwner(
-        _ store: Store, queue: String, host: String, machine: String = "another machine", pid: Int64, leaseLeft seconds: Double
-    ) async throws {
-        try await store.write([
-            StoreStatement(
-                "INSERT INTO queueOwner (queue, owner, host, machine, pid, leaseUntil) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (queue) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, machine = EXCLUDED.machine, pid = EXCLUDED.pid, leaseUntil = EXCLUDED.leaseUntil",
-                [
-                    queue.databaseValue, "elsewhere-owner".databaseValue, host.databaseValue, machine.databaseValue, pid.databaseValue,
-                    (Date().timeIntervalSince1970 + seconds).databaseValue,
-                ])
-        ])
+    static func row(_ id: UInt64, queue: String = "daemon") -> DownloadRow {
+        DownloadRow(id: DownloadID(rawValue: id), queue: queue, request: DownloadRequest(url: "http://a.example/\(id)", file: "/w/\(id)"))
     }
 
-    @Test func anotherMachinesQueueIsTakenOnlyOnceItsLeaseRanOut() async throws {
+    static func held(_ store: Store, queue: String = "daemon") async throws -> Set<UInt64> {
+        Set(try await store.heldRows(queue: queue).map(\.id.rawValue))
+    }
+
+    @Test func membersShareAQueueAndEachHoldsTheRowsItWrote() async throws {
+        try await PostgresServer.with { postgres in
+            let first = try Self.store(postgres)
+            let second = try Self.store(postgres)
+            try await first.join("daemon")
+            try await second.join("daemon")
+            first.writer.insert(Self.row(1))
+            second.writer.insert(Self.row(2))
+            // Another queue of the same database is apart.
+            second.writer.insert(Self.row(3, queue: "other"))
+            try await first.flush()
+            try await second.flush()
+            #expect(try await Self.held(first) == [1])
+            #expect(try await Self.held(second) == [2])
+            #expect(try await first.rows(queue: "daemon").count == 2, "every member sees the whole queue")
+            // Both live: nothing to take over.
+            #expect(try await first.takeOver("daemon") == 0)
+            // A member that leaves hands its rows to the next to look, at once.
+            try await second.close()
+            #expect(try await first.takeOver("daemon") == 1)
+            #expect(try await Self.held(first) == [1, 2])
+            try await first.close()
+        }
+    }
+
+    /// A member's row as another machine's daemon would have left it, owning `rows`.
+    static func setMember(
+        _ store: Store, queue: String = "daemon", host: String, machine: String = "another machine", pid: Int64,
+        leaseLeft seconds: Double, owning rows: [UInt64] = []
+    ) async throws {
+        var statements = [
+            StoreStatement(
+                "INSERT INTO fleetMember (queue, member, host, machine, pid, leaseUntil, joinedAt) VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (queue, member) DO UPDATE SET host = EXCLUDED.host, machine = EXCLUDED.machine, pid = EXCLUDED.pid, leaseUntil = EXCLUDED.leaseUntil",
+                [
+                    queue.databaseValue, "elsewhere-member".databaseValue, host.databaseValue, machine.databaseValue, pid.databaseValue,
+                    (Date().timeIntervalSince1970 + seconds).databaseValue,
+                ])
+        ]
+        for id in rows {
+            statements.append(
+                StoreStatement("UPDATE download SET owner = 'elsewhere-member' WHERE id = ?", [DownloadID(rawValue: id).storedValue.databaseValue]))
+        }
+        try await store.write(statements)
+    }
+
+    @Test func anotherMachinesDownloadsAreTakenOverOnlyOnceItsLeaseRanOut() async throws {
         try await PostgresServer.with { postgres in
             let admin = try Self.store(postgres)
-            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: 25)
+            admin.writer.insert(Self.row(4))
+            try await admin.flush()
+            try await Self.setMember(admin, host: "elsewhere", pid: 4242, leaseLeft: 25, owning: [4])
             let store = try Self.store(postgres)
-            let refused = await #expect(throws: DownloadError.self) { try await store.takeQueue("daemon") }
-            #expect(
-                refused?.message.contains("the haul daemon of pid 4242 on elsewhere runs it (its lease ends in 2") == true, "\(String(describing: refused))")
-            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: -1)
-            try await store.takeQueue("daemon")
+            try await store.join("daemon")
+            #expect(try await Self.held(store).isEmpty)
+            #expect(try await store.takeOver("daemon") == 0)
+            try await Self.setMember(admin, host: "elsewhere", pid: 4242, leaseLeft: -1)
+            #expect(try await store.takeOver("daemon") == 1)
+            #expect(try await Self.held(store) == [4])
+            // The member is gone from the queue.
+            let members = try await admin.fetch("SELECT count(*) AS n FROM fleetMember WHERE member = 'elsewhere-member'") { $0["n"] as Int64 }
+            #expect(members == [0])
             try await store.close()
             try await admin.close()
         }
     }
 
-    @Test func aGoneProcessOfThisMachineGivesUpItsQueueAtOnce() async throws {
+    @Test func aGoneProcessOfThisMachineIsTakenOverAtOnce() async throws {
         try await PostgresServer.with { postgres in
             let gone = Process()
             gone.executableURL = URL(fileURLWithPath: "/bin/true")
             try gone.run()
             gone.waitUntilExit()
             let admin = try Self.store(postgres)
+            admin.writer.insert(Self.row(5))
+            try await admin.flush()
             // Same name, another machine (a container's pid namespace, say): its pid means nothing here.
-            try await Self.setOwner(admin, queue: "daemon", host: QueueOwner.machineName, pid: Int64(gone.processIdentifier), leaseLeft: 25)
+            try await Self.setMember(admin, host: FleetMember.machineName, pid: Int64(gone.processIdentifier), leaseLeft: 25, owning: [5])
             let store = try Self.store(postgres)
-            let refused = await #expect(throws: DownloadError.self) { try await store.takeQueue("daemon") }
-            #expect(refused?.message.contains("runs it") == true, "\(String(describing: refused))")
-            // This machine: the pid is gone, so is its daemon.
-            try await Self.setOwner(
-                admin, queue: "daemon", host: QueueOwner.machineName, machine: QueueOwner.machineIdentity,
-                pid: Int64(gone.processIdentifier), leaseLeft: 25)
-            try await store.takeQueue("daemon")
+            try await store.join("daemon")
+            #expect(try await Self.held(store).isEmpty)
+            // This machine: the pid is gone, so is its daemon; joining takes its rows.
+            try await Self.setMember(
+                admin, host: FleetMember.machineName, machine: FleetMember.machineIdentity, pid: Int64(gone.processIdentifier), leaseLeft: 25)
+            let later = try Self.store(postgres)
+            try await later.join("daemon")
+            #expect(try await Self.held(later) == [5])
+            try await later.close()
             try await store.close()
             try await admin.close()
         }
     }
 
-    /// An owner cut off in the middle of a transaction holds its row's lock: taking the queue
-    /// then says so within seconds instead of waiting, and works once that transaction ends.
-    @Test func anOwnerRowLockedByAnOpenTransactionIsSaidNotWaitedFor() async throws {
+    /// A member cut off in the middle of a transaction holds its row's lock: it is skipped, not
+    /// waited for, and taken over once that transaction ends.
+    @Test func aMemberLockedByAnOpenTransactionIsSkippedNotWaitedFor() async throws {
         try await PostgresServer.with { postgres in
             let location = try StoreLocation(parsing: postgres.url())
             guard case .postgreSQL(let server) = location.kind else { return }
-            let owner = try Self.store(postgres)
-            try await owner.takeQueue("daemon")
-            try await owner.close()
+            let admin = try Self.store(postgres)
+            admin.writer.insert(Self.row(6))
+            try await admin.flush()
+            try await Self.setMember(admin, host: "elsewhere", pid: 4242, leaseLeft: -1, owning: [6])
+            try await admin.close()
             // Another session, mid-transaction, holding the row.
             let holder = try await PostgreSQLStoreDatabase.connect(server, logger: Logger(label: "test"))
             try await holder.query("BEGIN", logger: Logger(label: "test"))
-            let admin = try Self.store(postgres)
-            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: -1)
-            try await admin.close()
-            try await holder.query("SELECT * FROM queueOwner WHERE queue = 'daemon' FOR UPDATE", logger: Logger(label: "test"))
+            try await holder.query("SELECT * FROM fleetMember WHERE member = 'elsewhere-member' FOR UPDATE", logger: Logger(label: "test"))
             let store = try Self.store(postgres)
             let started = ContinuousClock.now
-            let refused = await #expect(throws: DownloadError.self) { try await store.takeQueue("daemon") }
-            #expect(ContinuousClock.now - started < .seconds(20))
-            #expect(refused?.message.contains("locked by a transaction that has not ended") == true, "\(String(describing: refused))")
+            try await store.join("daemon")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(try await Self.held(store).isEmpty)
             try await holder.query("ROLLBACK", logger: Logger(label: "test"))
             try await holder.close()
-            // Its lease ran out: taken now.
-            try await store.takeQueue("daemon")
+            #expect(try await store.takeOver("daemon") == 1)
             try await store.close()
         }
     }
 
-    /// A daemon that could not renew its lease while another took the queue writes nothing more:
-    /// its next transaction finds the lease gone and the store fails, saying so.
-    @Test func aStoreThatLostItsQueueWritesNothingMore() async throws {
+    /// A daemon whose lease ran out while it was paused (or cut off) and whose downloads were
+    /// taken over writes nothing more: its next transaction finds its membership gone and the
+    /// store fails, saying so.
+    @Test func aStoreWhoseDownloadsWereTakenOverWritesNothingMore() async throws {
         try await PostgresServer.with { postgres in
             let store = try Self.store(postgres)
-            try await store.takeQueue("daemon")
+            try await store.join("daemon")
+            store.writer.insert(Self.row(11))
+            try await store.flush()
             let admin = try Self.store(postgres)
-            try await Self.setOwner(admin, queue: "daemon", host: "elsewhere", pid: 4242, leaseLeft: 25)
-            let row = DownloadRow(id: DownloadID(rawValue: 11), queue: "daemon", request: DownloadRequest(url: "http://a.example/f", file: "/w/f"))
-            store.writer.insert(row)
+            // Its lease ran out; another member took over.
+            try await admin.write([StoreStatement("UPDATE fleetMember SET leaseUntil = 1 WHERE queue = 'daemon'")])
+            let other = try Self.store(postgres)
+            try await other.join("daemon")
+            #expect(try await Self.held(other) == [11])
+            store.writer.update(DownloadID(rawValue: 11), .status(.failed, error: .io("late"), finishOrder: 9))
             let failed = await #expect(throws: DownloadError.self) { try await store.flush() }
-            #expect(failed?.message.contains("the queue daemon is no longer this daemon's") == true, "\(String(describing: failed))")
-            #expect(failed?.message.contains("only one daemon may run a queue") == true, "\(String(describing: failed))")
-            #expect(try await admin.row(DownloadID(rawValue: 11)) == nil, "not written")
+            #expect(failed?.message.contains("another haul daemon took over this one's downloads of the queue daemon") == true, "\(String(describing: failed))")
+            #expect(failed?.message.contains("restart this daemon to join the queue again") == true, "\(String(describing: failed))")
+            #expect(try await admin.row(DownloadID(rawValue: 11))?.status == .queued, "not written")
             // Nor anything after.
             let again = await #expect(throws: DownloadError.self) { try await store.saveSettings(["a": "b"], queue: "daemon") }
-            #expect(again?.message.contains("no longer this daemon's") == true)
+            #expect(again?.message.contains("took over this one's downloads") == true)
             try? await store.close()
+            try await other.close()
             try await admin.close()
         }
     }

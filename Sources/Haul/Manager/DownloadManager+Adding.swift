@@ -181,15 +181,32 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
-        try await store.takeQueue(queue)
-        try await restore(rows: try await store.rows(queue: queue))
+        try await store.join(queue)
+        try await restore(rows: try await store.heldRows(queue: queue))
+        watchFleet()
     }
 
     /// ``restore()`` from the queue's rows, read just before (``storedDownloadsAndRows()``).
     func restore(rows: [DownloadRow]) async throws(DownloadError) {
         try await loadCounters()
+        insertRestored(rows)
+        // Dependencies once everyone is in.
+        var dependants: [ID] = []
+        for (id, entry) in book.entries where !entry.dependencies.isEmpty { dependants.append(id) }
+        linkDependencies(of: dependants)
+        try await restoreUploads()
+        restored = true
+        schedule()
+    }
+
+    /// Puts the rows the book does not hold yet in it, as ``restore()`` finds them; returns their ids.
+    @discardableResult
+    func insertRestored(_ rows: [DownloadRow]) -> [ID] {
+        var inserted: [ID] = []
         for row in rows where !book.entries.contains(row.id) {
             book.insert(restoredEntry(row))
+            inserted.append(row.id)
+            book.nextPosition = max(book.nextPosition, row.position + Self.positionStep)
             if [.queued, .paused, .running].contains(row.status), !row.recorded.isEmpty {
                 board.update(
                     row.id,
@@ -198,8 +215,13 @@ extension DownloadManager {
                         totalBytes: row.totalLength, bytesPerSecond: 0))
             }
         }
-        // Dependencies once everyone is in.
-        for (id, entry) in book.entries where !entry.dependencies.isEmpty {
+        return inserted
+    }
+
+    /// Counts the unmet dependencies of `ids` (restored entries), and lists them as their dependants.
+    func linkDependencies(of ids: [ID]) {
+        for id in ids {
+            guard let entry = book.entries[id], !entry.dependencies.isEmpty else { continue }
             var unmet = 0
             for dependency in entry.dependencies {
                 book.index.addDependent(id, on: dependency)
@@ -208,9 +230,6 @@ extension DownloadManager {
             book.entries[id]?.unmet = unmet
             book.reindexReady(id)
         }
-        try await restoreUploads()
-        restored = true
-        schedule()
     }
 
     func restoredEntry(_ row: DownloadRow) -> Entry {

@@ -198,6 +198,7 @@ extension DownloadManager {
             return
         }
         isShutDown = true
+        stopWatchingFleet()
         let running = book.index.active
         for id in running { transition(id) { $0.shutdown() } }
         let tasks = running.compactMap { book.entries[$0]?.live?.task }

@@ -197,6 +197,19 @@ extension DownloadManager {
         }
     }
 
+    /// Brings in the uploads the store now holds that this manager does not (taken over from
+    /// a member of the fleet that is gone); returns how many.
+    func takeOverUploads() async throws(DownloadError) -> Int {
+        _ = await uploadBook.saves?.value
+        let (rows, _) = try await store.uploadJobs(queue: queue)
+        var count = 0
+        for row in rows where uploadBook.entries[row.id] == nil {
+            insertRestoredUpload(row)
+            count += 1
+        }
+        return count
+    }
+
     private func insertRestoredUpload(_ row: UploadJobRow) {
         var entry = UploadBook.Entry(
             id: row.id, request: row.request, status: row.status == .running ? .queued : row.status, priority: row.priority,

@@ -113,6 +113,8 @@ public actor DownloadManager {
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     var isShutDown = false
     var shuttingDown: Task<Void, Never>?
+    /// Looks for downloads of gone daemons to take over, on a store a fleet shares (``watchFleet()``).
+    var fleetWatch: Task<Void, Never>?
     /// The store failed (its writer's first failed transaction): downloads stop with it.
     var storeFailure: DownloadError? { store.writer.failure }
     /// Every download was stopped for the store's failure (``halt(_:)`` ran).

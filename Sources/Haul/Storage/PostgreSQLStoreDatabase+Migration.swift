@@ -57,6 +57,33 @@ extension PostgreSQLStoreDatabase {
                 """
             ]
         ),
+        (
+            3,
+            [
+                // A queue shared by a fleet (PostgreSQLStoreDatabase.join): every daemon is a
+                // member with a lease; each download and upload is owned by one member, the
+                // one whose manager runs it. `owner` defaults to the session's `haul.member`
+                // (set on every connection the store makes), so each insert is its writer's.
+                // NULL: nobody's yet (the rows of v2, or those of a member that left), for
+                // the next member to take.
+                "DROP TABLE queueOwner",
+                """
+                CREATE TABLE fleetMember (
+                    queue text NOT NULL, member text NOT NULL, host text NOT NULL, machine text NOT NULL,
+                    pid bigint NOT NULL, leaseUntil double precision NOT NULL, joinedAt double precision NOT NULL,
+                    PRIMARY KEY (queue, member)
+                )
+                """,
+                "CREATE INDEX fleetMember_member ON fleetMember (member)",
+                // Added without a default, then given it: the rows already there stay NULL.
+                "ALTER TABLE download ADD COLUMN owner text",
+                "ALTER TABLE download ALTER COLUMN owner SET DEFAULT current_setting('haul.member', true)",
+                "ALTER TABLE uploadJob ADD COLUMN owner text",
+                "ALTER TABLE uploadJob ALTER COLUMN owner SET DEFAULT current_setting('haul.member', true)",
+                "CREATE INDEX download_owner ON download (queue, owner)",
+                "CREATE INDEX uploadJob_owner ON uploadJob (queue, owner)",
+            ]
+        ),
     ]
 
     /// The type of each column of `download`, as v1 made it.

@@ -19,10 +19,13 @@ import Synchronization
 /// twice (an insert replaces, an update sets values, a delete deletes), so a transaction whose
 /// commit was lost with its connection is simply written again.
 ///
-/// A queue has one owner at a time (``takeQueue(_:)``): a row of `queueOwner` with a lease,
-/// renewed by every transaction this process writes and every ``leaseRenewal`` besides. A
-/// transaction that finds the lease gone (another daemon took the queue while this one could not
-/// reach the server) writes nothing, and the store fails: two daemons never both write one queue.
+/// A queue may be shared by several daemons, a fleet (``join(_:)``). Each is a member with a
+/// lease (a row of `fleetMember`), renewed by every transaction it writes and every
+/// ``leaseRenewal`` besides, and each download or upload is owned by one member (its `owner`),
+/// whose manager alone runs it. A member whose lease ran out, or whose process is gone, is
+/// removed by the next member to look (``takeOver(_:)``), which takes its rows. A transaction
+/// that finds this store's lease gone (it was paused, or cut off from the server, past the
+/// lease) writes nothing, and the store fails: a row is only ever written by its owner.
 final class PostgreSQLStoreDatabase: StoreDatabase {
     let location: String
     private let server: StoreLocation.PostgreSQL
@@ -31,20 +34,20 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// Whether the schema is up to date (``migrateOnce()``).
     private let migrated = Mutex(false)
     private let logger: Logger
-    /// This store, as `queueOwner` names it.
-    let owner = QueueOwner.make()
-    /// The queues this process holds, and why it lost them once it has.
+    /// This store, as `fleetMember` and the rows' `owner` name it.
+    let member: FleetMember
+    /// The queues this store is a member of, and why it lost them once it has.
     private let queues = Mutex<(held: Set<String>, lost: String?, renewal: Task<Void, Never>?)>(([], nil, nil))
     /// `?` placeholders turned into `$n`, by statement.
     private let numbered = Mutex<[String: String]>([:])
 
-    /// How long a queue's owner keeps it without writing: a daemon whose machine died is replaced
-    /// after this long (at once when it was on this machine: its pid is gone). Longer than a
-    /// daemon cut off from the server goes on before its writes fail (twice the ``window``: one
-    /// attempt's, then the retries') plus a renewal: by the time another daemon may take the
-    /// queue, the first has stopped. 70 s with the default connect timeout.
+    /// How long a member keeps its downloads without writing: a daemon whose machine died is
+    /// taken over after this long (at once when it was on this machine: its pid is gone). Longer
+    /// than a daemon cut off from the server goes on before its writes fail (twice the
+    /// ``window``: one attempt's, then the retries') plus a renewal: by the time another daemon may
+    /// take its downloads over, the first has stopped. 70 s with the default connect timeout.
     var lease: Duration { max(.seconds(30), window * 2 + Self.leaseRenewal) }
-    /// How often an idle owner renews its lease.
+    /// How often an idle member renews its lease.
     static let leaseRenewal: Duration = .seconds(10)
 
     init(_ server: StoreLocation.PostgreSQL, logger: Logger) {
@@ -55,7 +58,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let background = quiet
         self.logger = background
         location = StoreLocation(kind: .postgreSQL(server)).description
-        let connect: @Sendable () async throws -> PostgresConnection = { try await Self.connect(server, logger: background) }
+        let member = FleetMember.make()
+        self.member = member
+        let connect: @Sendable () async throws -> PostgresConnection = { try await Self.connect(server, member: member.id, logger: background) }
         writer = PostgreSQLConnectionSlot(connect: connect, exclusive: true)
         reader = PostgreSQLConnectionSlot(connect: connect, exclusive: false)
     }
@@ -69,8 +74,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         migrated.withLock { $0 = true }
     }
 
-    /// A new connection to `server`.
-    static func connect(_ server: StoreLocation.PostgreSQL, logger: Logger) async throws -> PostgresConnection {
+    /// A new connection to `server`, whose inserts are owned by `member` (the `owner` columns'
+    /// default, `haul.member`).
+    static func connect(_ server: StoreLocation.PostgreSQL, member: String? = nil, logger: Logger) async throws -> PostgresConnection {
         var configuration =
             if let socket = server.socket {
                 PostgresConnection.Configuration(
@@ -82,11 +88,12 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                     database: server.database, tls: try tls(server.sslMode))
             }
         configuration.options.connectTimeout = .nanoseconds(Int64(server.connectTimeout.components.seconds) * 1_000_000_000)
-        // A transaction left open by a daemon cut off mid-write holds its rows' locks (the
-        // queue's owner among them) until the server drops the session: after this long, not
+        // A transaction left open by a daemon cut off mid-write holds its rows' locks (its
+        // member row among them) until the server drops the session: after this long, not
         // after TCP's two hours.
         let idle = Int64((server.connectTimeout * 3).components.seconds) * 1000
         configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", String(idle))]
+        if let member { configuration.options.additionalStartupParameters.append(("haul.member", member)) }
         return try await PostgresConnection.connect(configuration: configuration, id: Int.random(in: 0..<Int.max), logger: logger)
     }
 
@@ -196,22 +203,31 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         return sql
     }
 
-    /// Runs `queries` (which write `rows` rows) between `BEGIN` and `COMMIT`, after renewing the
-    /// lease of every queue held (which fails the transaction if one was lost); rolled back when
-    /// one fails.
+    /// Runs `queries` (which write `rows` rows) in one transaction (``transaction(rows:_:)``).
     private func transaction(_ queries: [PostgresQuery], rows: Int) async throws {
+        let logger = logger
+        try await transaction(rows: rows) { connection in
+            for query in queries { try await connection.query(query, logger: logger) }
+        }
+    }
+
+    /// Runs `body` between `BEGIN` and `COMMIT`, after renewing the lease of every queue this
+    /// store is a member of (which fails the transaction if one was lost: another member took
+    /// this one's downloads over); rolled back when `body` fails.
+    private func transaction<T: Sendable>(rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let (held, lost) = queues.withLock { ($0.held, $0.lost) }
         if let lost { throw QueueTaken(message: lost) }
         let logger = logger
-        let owner = owner
+        let member = member
         let lease = Int(lease.components.seconds)
         do {
-            try await retrying(on: writer, rows: rows + 1) { connection in
+            return try await retrying(on: writer, rows: rows + 1) { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
-                    if !held.isEmpty { try await Self.renew(held, of: owner, lease: lease, on: connection, logger: logger) }
-                    for query in queries { try await connection.query(query, logger: logger) }
+                    if !held.isEmpty { try await Self.renew(held, of: member, lease: lease, on: connection, logger: logger) }
+                    let result = try await body(connection)
                     try await connection.query("COMMIT", logger: logger)
+                    return result
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: logger)
                     throw error
@@ -230,21 +246,39 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             + columns.filter { !keys.contains($0) }.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
     }
 
-    // MARK: Queues
+    // MARK: The fleet
 
-    /// Makes this process the owner of `queue`: free, or held by a lease that ran out, or by a
-    /// process of this machine that is gone (a daemon killed with -9). Another live owner's
-    /// queue is refused, saying whose it is.
-    func takeQueue(_ queue: String) async throws(DownloadError) {
+    var isShared: Bool { true }
+
+    var lostMembership: (any Error)? { queues.withLock { $0.lost }.map { QueueTaken(message: $0) } }
+
+    var heldCondition: (sql: String, values: [DatabaseValue]) { (" AND owner = ?", [member.id.databaseValue]) }
+
+    /// Makes this store a member of `queue`, which any number of daemons may share, and takes
+    /// over what no live member holds (``takeOver(_:)``), all in one transaction.
+    func join(_ queue: String) async throws(DownloadError) {
         let logger = logger
-        let owner = owner
+        let member = member
         let lease = Int(lease.components.seconds)
         do {
-            try await retrying(on: writer, rows: 3) { connection in
-                try await Self.take(queue, for: owner, lease: lease, on: connection, logger: logger)
+            _ = try await retrying(on: writer, rows: 3) { connection in
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    try await connection.query(
+                        """
+                        INSERT INTO fleetMember (queue, member, host, machine, pid, leaseUntil, joinedAt)
+                        VALUES (\(queue), \(member.id), \(member.host), \(member.machine), \(member.pid),
+                        extract(epoch from clock_timestamp()) + \(lease), extract(epoch from clock_timestamp()))
+                        ON CONFLICT (queue, member) DO UPDATE SET leaseUntil = EXCLUDED.leaseUntil
+                        """, logger: logger)
+                    let taken = try await Self.reap(queue, for: member, on: connection, logger: logger)
+                    try await connection.query("COMMIT", logger: logger)
+                    return taken
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
             }
-        } catch let error as QueueTaken {
-            throw .io("cannot take the queue \(queue) of \(location): \(error.message)")
         } catch {
             throw .io("cannot open the store \(location): \(reason(error)); \(advice(error))")
         }
@@ -262,94 +296,100 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
     }
 
-    /// Takes `queue` for `owner` in one transaction: inserted when free; else its row, locked,
-    /// is taken over when its lease ran out or its owner was a process of this machine that is
-    /// gone; else ``QueueTaken`` says whose it is.
-    static func take(_ queue: String, for owner: QueueOwner, lease: Int, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("BEGIN", logger: logger)
+    /// Takes over the downloads and uploads of `queue` that no live member holds: those of
+    /// members whose lease ran out, or that were processes of this machine that are gone (a
+    /// daemon killed with -9), or that left, and those of nobody. Returns how many rows became
+    /// this store's; 0 when it is not a member.
+    func takeOver(_ queue: String) async throws(DownloadError) -> Int {
+        guard queues.withLock({ $0.held.contains(queue) }) else { return 0 }
+        let logger = logger
+        let member = member
         do {
-            // An owner cut off in the middle of a transaction holds the row's lock until the
-            // server ends its session: say so rather than wait.
-            try await connection.query("SET LOCAL lock_timeout = '5s'", logger: logger)
-            var taken = false
-            for _ in 0..<2 where !taken {
-                let inserted = try await connection.query(
-                    """
-                    INSERT INTO queueOwner (queue, owner, host, machine, pid, leaseUntil)
-                    VALUES (\(queue), \(owner.id), \(owner.host), \(owner.machine), \(owner.pid),
-                    extract(epoch from clock_timestamp()) + \(lease))
-                    ON CONFLICT (queue) DO NOTHING RETURNING queue
-                    """, logger: logger)
-                for try await _ in inserted { taken = true }
-                if taken { break }
-                let holder = try await connection.query(
-                    """
-                    SELECT owner, host, machine, pid, leaseUntil - extract(epoch from clock_timestamp())
-                    FROM queueOwner WHERE queue = \(queue) FOR UPDATE
-                    """, logger: logger)
-                var found = false
-                for try await (id, host, machine, pid, left) in holder.decode((String, String, String, Int64, Double).self) {
-                    found = true
-                    let gone = machine == owner.machine && kill(pid_t(truncatingIfNeeded: pid), 0) != 0 && errno == ESRCH
-                    guard id == owner.id || left < 0 || gone else {
-                        throw QueueTaken(
-                            message:
-                                "the haul daemon of pid \(pid) on \(host) runs it (its lease ends in \(Int(left.rounded(.up))) s unless it renews it); stop that one, or give this one a database of its own"
-                        )
-                    }
-                }
-                // Given back between the insert and the look: insert again.
-                guard found else { continue }
-                let updated = try await connection.query(
-                    """
-                    UPDATE queueOwner SET owner = \(owner.id), host = \(owner.host), machine = \(owner.machine), pid = \(owner.pid),
-                    leaseUntil = extract(epoch from clock_timestamp()) + \(lease) WHERE queue = \(queue) RETURNING queue
-                    """, logger: logger)
-                for try await _ in updated { taken = true }
+            return try await transaction(rows: 3) { connection in
+                try await Self.reap(queue, for: member, on: connection, logger: logger)
             }
-            guard taken else { throw QueueTaken(message: "another haul daemon is taking it at this moment; try again") }
-            try await connection.query("COMMIT", logger: logger)
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
-            throw error
+            throw .io("cannot take over the downloads of \(location): \(reason(error)); \(advice(error))")
         }
     }
 
+    /// In the transaction under way: removes the members of `queue` that are gone and gives
+    /// `member` their rows and the rows of nobody. Members are looked at one reaper at a time
+    /// (an advisory lock of the queue's), and a member in the middle of a transaction (its row
+    /// locked) is alive: skipped. Returns how many rows changed hands.
+    static func reap(_ queue: String, for member: FleetMember, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        // A member cut off in the middle of a transaction holds its row's lock until the server
+        // ends its session: skipped (SKIP LOCKED); other locks say so rather than wait.
+        try await connection.query("SET LOCAL lock_timeout = '5s'", logger: logger)
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger)
+        let others = try await connection.query(
+            """
+            SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp())
+            FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id) FOR UPDATE SKIP LOCKED
+            """, logger: logger)
+        var gone: [String] = []
+        for try await (id, machine, pid, left) in others.decode((String, String, Int64, Double).self) {
+            let dead = machine == member.machine && kill(pid_t(truncatingIfNeeded: pid), 0) != 0 && errno == ESRCH
+            if left < 0 || dead { gone.append(id) }
+        }
+        if !gone.isEmpty {
+            try await connection.query("DELETE FROM fleetMember WHERE queue = \(queue) AND member = ANY(\(gone))", logger: logger)
+        }
+        var taken = 0
+        for table in ["download", "uploadJob"] {
+            let count = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        WITH taken AS (UPDATE \(table) SET owner = $1 WHERE queue = $2 AND (owner IS NULL OR owner = ANY($3)) RETURNING 1)
+                        SELECT count(*) FROM taken
+                        """,
+                    binds: try {
+                        var binds = PostgresBindings()
+                        try binds.append(member.id)
+                        try binds.append(queue)
+                        try binds.append(gone)
+                        return binds
+                    }()), logger: logger)
+            for try await rows in count.decode(Int64.self) { taken += Int(rows) }
+        }
+        return taken
+    }
+
     /// Extends the lease of every queue in `held`, in the transaction under way; throws
-    /// ``QueueTaken`` when one is no longer this process's.
+    /// ``QueueTaken`` when this store is no longer a member of one.
     static func renew(
-        _ held: Set<String>, of owner: QueueOwner, lease: Int, on connection: PostgresConnection, logger: Logger
+        _ held: Set<String>, of member: FleetMember, lease: Int, on connection: PostgresConnection, logger: Logger
     ) async throws {
         var renewed = Set<String>()
         let rows = try await connection.query(
             """
-            UPDATE queueOwner SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease)
-            WHERE owner = \(owner.id) RETURNING queue
+            UPDATE fleetMember SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease)
+            WHERE member = \(member.id) RETURNING queue
             """, logger: logger)
         for try await queue in rows.decode(String.self) { renewed.insert(queue) }
         if let lost = held.subtracting(renewed).sorted().first {
             throw QueueTaken(
                 message:
-                    "the queue \(lost) is no longer this daemon's: another haul daemon took it while this one could not reach the database; stop this one"
+                    "another haul daemon took over this one's downloads of the queue \(lost) while this one did not renew its lease (it was paused, or cut off from the database, for over \(lease) s)"
             )
         }
     }
 
     func close() async throws {
-        await giveBack()
+        await leave()
         await writer.close()
         await reader.close()
     }
 
-    /// The writer failed for good: renewing the lease would only keep the queue from a daemon
-    /// that could run it.
+    /// The writer failed for good: renewing the lease would only keep this store's downloads
+    /// from a daemon that could run them.
     func failed() async {
-        await giveBack()
+        await leave()
     }
 
-    /// Stops renewing and deletes this store's `queueOwner` rows (never another's), so that the
-    /// next daemon need not wait for the lease to run out.
-    private func giveBack() async {
+    /// Stops renewing and ends this store's lease at once, so that another member (or the next
+    /// daemon to join) takes its downloads over now rather than when the lease would have run out.
+    private func leave() async {
         let (held, renewal) = queues.withLock { queues in
             defer {
                 queues.held = []
@@ -361,20 +401,20 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         await renewal?.value
         guard !held.isEmpty else { return }
         let logger = logger
-        let owner = owner
-        // In a task of its own: a shutdown cancels the one closing the store, and the queue
+        let member = member
+        // In a task of its own: a shutdown cancels the one closing the store, and the lease
         // must still be given back.
         let writer = writer
         let window = window
         let giving = Task {
             try await writer.use(within: window) { connection in
-                try await connection.query("DELETE FROM queueOwner WHERE owner = \(owner.id)", logger: logger)
+                try await connection.query("UPDATE fleetMember SET leaseUntil = 0 WHERE member = \(member.id)", logger: logger)
             }
         }
         do { _ = try await giving.value } catch {
-            // Nothing is lost: the lease runs out by itself, and another daemon may take the queue then.
+            // Nothing is lost: the lease runs out by itself, and another member takes over then.
             logger.error(
-                "cannot give back the queue \(held.sorted().joined(separator: ", ")) of \(location): \(reason(error)); another daemon can take it in \(Int(lease.components.seconds)) s"
+                "cannot leave the queue \(held.sorted().joined(separator: ", ")) of \(location): \(reason(error)); another daemon takes its downloads over in \(Int(lease.components.seconds)) s"
             )
         }
     }
@@ -390,7 +430,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         guard let error = error as? PSQLError else { return "\(error)" }
         if error.serverInfo?[.sqlState] == "55P03" {
             return
-                "the queue's owner row is locked by a transaction that has not ended (a daemon cut off in the middle of a write); the server ends it within \(Int(window.components.seconds)) s"
+                "the queue's rows are locked by a transaction that has not ended (a daemon cut off in the middle of a write); the server ends it within \(Int(window.components.seconds)) s"
         }
         if let message = error.serverInfo?[.message] { return message }
         switch error.code {
@@ -411,7 +451,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     func advice(_ error: any Error) -> String {
-        if error is QueueTaken { return "only one daemon may run a queue" }
+        if error is QueueTaken { return "restart this daemon to join the queue again" }
         if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03" { return "try again then" }
         if let code = (error as? PSQLError)?.serverInfo?[.sqlState] {
             // Classes 28 (authorization) and 3D (no such database): the URL's part to fix.
@@ -520,9 +560,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 }
 
-/// A store as the owner of a queue: a random id, and the machine and pid it runs in, so that a
+/// A store as a member of a queue's fleet: a random id, and the machine and pid it runs in, so that a
 /// daemon of the same machine (the same boot and pid namespace) can tell that its predecessor is gone.
-struct QueueOwner: Sendable {
+struct FleetMember: Sendable {
     var id: String
     /// The machine's name, for messages.
     var host: String
@@ -531,8 +571,8 @@ struct QueueOwner: Sendable {
     var machine: String
     var pid: Int64
 
-    static func make() -> QueueOwner {
-        QueueOwner(id: UUID().uuidString, host: machineName, machine: machineIdentity, pid: Int64(getpid()))
+    static func make() -> FleetMember {
+        FleetMember(id: UUID().uuidString, host: machineName, machine: machineIdentity, pid: Int64(getpid()))
     }
 
     /// `BOOT-ID pid:[INODE]`: the kernel's boot id and this process's pid namespace.
@@ -549,7 +589,7 @@ struct QueueOwner: Sendable {
     }
 }
 
-/// A queue another daemon holds, or took from this one.
+/// This store's downloads were taken over by another member of the queue.
 struct QueueTaken: Error {
     var message: String
 }

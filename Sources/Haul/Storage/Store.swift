@@ -111,9 +111,24 @@ final class Store: Sendable {
         return counters.first ?? (0, 0)
     }
 
-    /// Keeps `queue` to this process while the store is open (``StoreDatabase/takeQueue(_:)``).
-    func takeQueue(_ queue: String) async throws(DownloadError) {
-        try await database.takeQueue(queue)
+    /// The rows of `queue` this store holds (on SQLite, all of them; in a fleet, this member's),
+    /// in queue order.
+    func heldRows(queue: String) async throws(DownloadError) -> [DownloadRow] {
+        let held = database.heldCondition
+        return try await downloads(
+            "SELECT * FROM download WHERE queue = ?\(held.sql) ORDER BY priority DESC, position", [queue.databaseValue] + held.values)
+    }
+
+    /// Makes this store a member of `queue` (``StoreDatabase/join(_:)``).
+    func join(_ queue: String) async throws(DownloadError) {
+        try await database.join(queue)
+    }
+
+    /// Takes over the rows of `queue` nobody holds (``StoreDatabase/takeOver(_:)``), after
+    /// everything submitted so far is written.
+    func takeOver(_ queue: String) async throws(DownloadError) -> Int {
+        try await writer.flush()
+        return try await database.takeOver(queue)
     }
 
     // MARK: Writing

@@ -47,16 +47,33 @@ protocol StoreDatabase: Sendable {
     /// Inserts a row of `table` with `columns`, replacing the row of the same `key`.
     func upsertSQL(table: String, columns: [String], key: [String]) -> String
 
-    /// Keeps `queue` to this process while the database is open, or throws
-    /// ``DownloadError/Kind/io`` saying who holds it. SQLite needs nothing: the daemon's lock
-    /// on its state folder already keeps a second daemon away.
-    func takeQueue(_ queue: String) async throws(DownloadError)
+    /// Whether other processes may share its queues (PostgreSQL): a manager then looks for rows
+    /// to take over (``takeOver(_:)``).
+    var isShared: Bool { get }
+
+    /// Makes this store a member of `queue`, which several processes may share (a fleet of
+    /// daemons on one PostgreSQL), taking over the rows no live member holds; throws
+    /// ``DownloadError/Kind/io`` when it cannot. SQLite needs nothing: the daemon's lock on its
+    /// state folder keeps a second daemon away, and every row is this process's.
+    func join(_ queue: String) async throws(DownloadError)
+
+    /// Takes over the rows of `queue` that no live member holds any more (a member gone, or
+    /// out of its lease); returns how many. Always 0 on SQLite.
+    func takeOver(_ queue: String) async throws(DownloadError) -> Int
+
+    /// Why this store may not write any more, once another member of a queue it joined took its
+    /// rows over (it was paused, or cut off, past its lease); nil while it may.
+    var lostMembership: (any Error)? { get }
+
+    /// The SQL condition (and its values) that selects the rows this store holds in a queue it
+    /// joined: `AND owner = ?` on PostgreSQL, nothing on SQLite.
+    var heldCondition: (sql: String, values: [DatabaseValue]) { get }
 
     /// Gives back what it holds: the log's copies of old rows (SQLite), the connections (PostgreSQL).
     func close() async throws
 
-    /// Told once the writer failed for good (nothing more will be written): a queue held is
-    /// given back.
+    /// Told once the writer failed for good (nothing more will be written): the queues joined
+    /// are left, for other members to take the rows over.
     func failed() async
 
     /// The database's words for why `error` happened, without the statement.
@@ -67,7 +84,15 @@ protocol StoreDatabase: Sendable {
 }
 
 extension StoreDatabase {
-    func takeQueue(_ queue: String) async throws(DownloadError) {}
+    var isShared: Bool { false }
+
+    func join(_ queue: String) async throws(DownloadError) {}
+
+    func takeOver(_ queue: String) async throws(DownloadError) -> Int { 0 }
+
+    var heldCondition: (sql: String, values: [DatabaseValue]) { ("", []) }
+
+    var lostMembership: (any Error)? { nil }
 
     func failed() async {}
 }

@@ -220,6 +220,23 @@ final class StoreWriter: Sendable {
     /// trusted to be there (the manager stops every download with it at its next step).
     var failure: DownloadError? { state.withLock { $0.failure } }
 
+    /// Fails the writer as a failed transaction would, for `error` found outside it (this store's
+    /// downloads were taken over by another member of its queue). Returns the writer's failure:
+    /// the first one, if it had failed already.
+    func fail(_ error: any Error) -> DownloadError {
+        let candidate = failure(error)
+        let (failure, first) = state.withLock { state in
+            if let failure = state.failure { return (failure, false) }
+            state.failure = candidate
+            return (candidate, true)
+        }
+        if first {
+            let database = database
+            Task { await database.failed() }
+        }
+        return failure
+    }
+
     /// Transactions written so far (for tests: group commits make this much smaller than the changes).
     var transactions: Int { state.withLock { $0.transactions } }
 

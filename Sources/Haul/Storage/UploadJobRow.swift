@@ -67,11 +67,15 @@ private struct UnreadableJob: Error {
 }
 
 extension Store {
-    /// The queued uploads of `queue`, in the order they were added, and those whose record
+    /// The queued uploads of `queue` this store holds (``StoreDatabase/heldCondition``), in the
+    /// order they were added, and those whose record
     /// cannot be read (a request this version cannot decode), with why: one bad row does not
     /// hide the others.
     func uploadJobs(queue: String) async throws(DownloadError) -> (jobs: [UploadJobRow], unreadable: [(DownloadID, String)]) {
-        let rows = try await fetch("SELECT * FROM uploadJob WHERE queue = ? ORDER BY position", [queue.databaseValue]) { row in
+        let held = database.heldCondition
+        let rows = try await fetch(
+            "SELECT * FROM uploadJob WHERE queue = ?\(held.sql) ORDER BY position", [queue.databaseValue] + held.values
+        ) { row in
             do { return Result<UploadJobRow, UnreadableJob>.success(try UploadJobRow(row: row)) } catch {
                 return .failure(UnreadableJob(id: DownloadID(stored: row["id"]), reason: "\(error)"))
             }
