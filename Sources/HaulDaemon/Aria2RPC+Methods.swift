@@ -19,7 +19,7 @@ extension Aria2RPC {
             await manager.resumeAll()
             return "OK"
         case "aria2.tellStatus":
-            let download = try await download(p.gid(0))
+            let download = try await fleetDownload(p.gid(0))
             return await statusObjects([download], keys: try p.keys(1), bitfield: true)[0]
         case "aria2.tellActive":
             let keys = try p.keys(0)
@@ -377,6 +377,18 @@ extension Aria2RPC {
         let matches = gid.count < 16 ? await manager.downloads(withIDPrefix: gid, limit: 2) : []
         guard matches.count == 1 else { throw .notFound(gid) }
         return matches[0]
+    }
+
+    /// ``download(_:)``, or for a whole GID this daemon does not hold, the download as the
+    /// store records it: in a fleet, one that another daemon runs or that waits to be claimed.
+    func fleetDownload(_ gid: String) async throws(RPCError) -> DownloadManager.Download {
+        do { return try await download(gid) } catch {
+            guard let id = DownloadID(gid), gid.count == 16 else { throw error }
+            let stored: DownloadManager.Download?
+            do { stored = try await manager.storedDownload(id) } catch let failure { throw .failed(failure.message) }
+            guard let stored else { throw error }
+            return stored
+        }
     }
 
     /// aria2's paging of the waiting or stopped list: `count` from `offset` forwards, or for a

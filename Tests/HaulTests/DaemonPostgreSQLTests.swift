@@ -93,6 +93,58 @@ struct DaemonPostgreSQLTests {
         }
     }
 
+    /// A list added through one daemon is run by both: the first offers what it will not start
+    /// soon, the second claims it; every file arrives once, byte-identical, and a GID added
+    /// through one answers `tellStatus` through the other.
+    @Test func aListAddedThroughOneDaemonIsRunByTheFleet() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                var contents: [String: [UInt8]] = [:]
+                for number in 0..<120 {
+                    contents["f\(number).bin"] = Self.serve(server, "/f\(number).bin", seed: UInt64(200 + number), size: 2048, bytesPerSecond: 8 << 10)
+                }
+                let arguments = ["--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-j", "2", "-q"]
+                try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
+                    try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { first in
+                        // The first looks at the fleet once a second: the second is there by its next look.
+                        try await Task.sleep(for: .milliseconds(1500))
+                        let calls: [JSONValue] = contents.keys.sorted().map { name in
+                            ["methodName": "aria2.addUri", "params": first.tokenParams([[.string(server.url("/\(name)"))]])]
+                        }
+                        let added = try await first.call("system.multicall", [.array(calls)])
+                        let gids = (added.array ?? []).compactMap { $0.array?.first?.string }
+                        #expect(gids.count == contents.count)
+                        var stopped = (first: 0, second: 0)
+                        let deadline = ContinuousClock.now + .seconds(90)
+                        while ContinuousClock.now < deadline {
+                            stopped.first = Int(try await first.call("aria2.getGlobalStat")["numStopped"]?.string ?? "") ?? 0
+                            stopped.second = Int(try await second.call("aria2.getGlobalStat")["numStopped"]?.string ?? "") ?? 0
+                            if stopped.first + stopped.second >= contents.count { break }
+                            try await Task.sleep(for: .milliseconds(100))
+                        }
+                        #expect(stopped.first + stopped.second == contents.count)
+                        #expect(stopped.first > 0 && stopped.second > 0, "both ran some: \(stopped)")
+                        // Any GID, through either daemon.
+                        for gid in gids.prefix(40) {
+                            for daemon in [first, second] {
+                                let status = try await daemon.call("aria2.tellStatus", [.string(gid), ["status", "completedLength"]])
+                                #expect(status == ["status": "complete", "completedLength": "2048"], "\(gid): \(status)")
+                            }
+                        }
+                        #expect(try await first.stop() == 0)
+                    }
+                    #expect(try await second.stop() == 0)
+                }
+                for (name, content) in contents {
+                    #expect(dir.contents("downloads/\(name)") == content, "\(name)")
+                    #expect(server.stats("/\(name)").getCount == 1, "\(name) fetched once")
+                }
+            }
+        }
+    }
+
     /// A daemon stopped (SIGSTOP) past its lease has its downloads taken over; woken, it writes
     /// nothing more and stops them at once, saying why; the other finishes them, byte-identical.
     @Test func aDaemonPausedPastItsLeaseIsFencedAndItsDownloadIsFinishedByAnother() async throws {

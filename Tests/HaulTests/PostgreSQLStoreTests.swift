@@ -251,12 +251,55 @@ struct PostgreSQLStoreTests {
             #expect(try await Self.held(second) == [2])
             #expect(try await first.rows(queue: "daemon").count == 2, "every member sees the whole queue")
             // Both live: nothing to take over.
-            #expect(try await first.takeOver("daemon") == 0)
+            #expect(try await first.takeOver("daemon").taken == 0)
             // A member that leaves hands its rows to the next to look, at once.
             try await second.close()
-            #expect(try await first.takeOver("daemon") == 1)
+            #expect(try await first.takeOver("daemon").taken == 1)
             #expect(try await Self.held(first) == [1, 2])
             try await first.close()
+        }
+    }
+
+    /// Downloads one member offers are claimed by the others in queue order, each by one member
+    /// only, however many claim at once; a member that left is no longer counted as live.
+    @Test func offeredDownloadsAreClaimedInQueueOrderEachByOneMember() async throws {
+        try await PostgresServer.with { postgres in
+            let offering = try Self.store(postgres)
+            try await offering.join("daemon")
+            var ids: [DownloadID] = []
+            for number in 1...200 {
+                var row = Self.row(UInt64(1000 + number))
+                row.position = Int64(number)
+                row.priority = number == 150 ? 5 : 0
+                offering.writer.insert(row)
+                ids.append(row.id)
+            }
+            let claimers = try [Self.store(postgres), Self.store(postgres)]
+            for claimer in claimers { try await claimer.join("daemon") }
+            #expect(try await offering.takeOver("daemon") == FleetLook(taken: 0, others: 2))
+            try await offering.offer(ids)
+            #expect(try await Self.held(offering).isEmpty)
+            // The first claimed is the one of the highest priority, then positions in order.
+            let first = try await claimers[0].claim(queue: "daemon", limit: 3)
+            #expect(first.map(\.id.rawValue).sorted() == [1001, 1002, 1150])
+            let batches = try await withThrowingTaskGroup(of: [DownloadRow].self) { group in
+                for claimer in claimers {
+                    group.addTask {
+                        var claimed: [DownloadRow] = []
+                        for _ in 0..<40 { claimed += try await claimer.claim(queue: "daemon", limit: 7) }
+                        return claimed
+                    }
+                }
+                return try await group.reduce(into: [[DownloadRow]]()) { $0.append($1) }
+            }
+            let claimed = batches.flatMap { $0 }.map(\.id.rawValue) + first.map(\.id.rawValue)
+            #expect(claimed.count == 200 && Set(claimed).count == 200, "each claimed once: \(claimed.count)")
+            #expect(try await Self.held(claimers[0]).count + Self.held(claimers[1]).count == 200)
+            #expect(try await claimers[0].claim(queue: "daemon", limit: 7).isEmpty)
+            try await claimers[1].close()
+            #expect(try await offering.takeOver("daemon").others == 1)
+            try await claimers[0].close()
+            try await offering.close()
         }
     }
 
@@ -289,9 +332,9 @@ struct PostgreSQLStoreTests {
             let store = try Self.store(postgres)
             try await store.join("daemon")
             #expect(try await Self.held(store).isEmpty)
-            #expect(try await store.takeOver("daemon") == 0)
+            #expect(try await store.takeOver("daemon").taken == 0)
             try await Self.setMember(admin, host: "elsewhere", pid: 4242, leaseLeft: -1)
-            #expect(try await store.takeOver("daemon") == 1)
+            #expect(try await store.takeOver("daemon").taken == 1)
             #expect(try await Self.held(store) == [4])
             // The member is gone from the queue.
             let members = try await admin.fetch("SELECT count(*) AS n FROM fleetMember WHERE member = 'elsewhere-member'") { $0["n"] as Int64 }
@@ -349,7 +392,7 @@ struct PostgreSQLStoreTests {
             #expect(try await Self.held(store).isEmpty)
             try await holder.query("ROLLBACK", logger: Logger(label: "test"))
             try await holder.close()
-            #expect(try await store.takeOver("daemon") == 1)
+            #expect(try await store.takeOver("daemon").taken == 1)
             try await store.close()
         }
     }

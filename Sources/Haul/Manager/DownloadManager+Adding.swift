@@ -269,6 +269,26 @@ extension DownloadManager {
         try await storedDownloadsAndRows().map(\.download)
     }
 
+    /// Download `id` of this queue as the store last recorded it, for one this manager does not
+    /// hold: in a fleet, one that another member runs or that waits in the pool. Its progress is
+    /// what its row records (the ranges written at the last checkpoint). Nil when the queue has
+    /// no such download.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func storedDownload(_ id: ID) async throws(DownloadError) -> Download? {
+        guard let row = try await store.committedRow(id), row.queue == queue else { return nil }
+        // Describing a row as restore() would must not move the manager's own counter.
+        let finishOrder = book.nextFinishOrder
+        var download = describe(restoredEntry(row))
+        book.nextFinishOrder = finishOrder
+        if download.progress == nil, !row.recorded.isEmpty || row.totalLength != nil {
+            download.progress = DownloadProgress(
+                destination: row.path, bytesDone: row.status == .completed ? row.resultBytes ?? 0 : row.recorded.byteCount,
+                totalBytes: row.totalLength, bytesPerSecond: 0)
+        }
+        return download
+    }
+
     /// ``storedDownloads()``, each with its row: what the store knows of its file.
     func storedDownloadsAndRows() async throws(DownloadError) -> [(download: Download, row: DownloadRow)] {
         let rows = try await store.rows(queue: queue)

@@ -64,6 +64,7 @@ extension DownloadManager {
         // A download of a higher priority that held an upload back may have been set aside for
         // want of a connection to its host: the slot it left is the upload's.
         startUploads()
+        claimFromPoolSoon()
         if isIdle { wakeIdleWaiters() }
     }
 

@@ -115,6 +115,15 @@ public actor DownloadManager {
     var shuttingDown: Task<Void, Never>?
     /// Looks for downloads of gone daemons to take over, on a store a fleet shares (``watchFleet()``).
     var fleetWatch: Task<Void, Never>?
+    /// Other members of the fleet whose lease held at the last look.
+    var fleetOthers = 0
+    /// A claim from the fleet's pool is under way (``claimFromPool()``).
+    var claiming = false
+    /// The last claim filled its batch, or a look is due: the pool may hold more.
+    var poolMayHaveRows = true
+    /// Downloads claimed from the pool and offered to it, since this manager started.
+    var claimedFromPool = 0
+    var offeredToPool = 0
     /// The store failed (its writer's first failed transaction): downloads stop with it.
     var storeFailure: DownloadError? { store.writer.failure }
     /// Every download was stopped for the store's failure (``halt(_:)`` ran).

@@ -64,8 +64,8 @@ extension PostgreSQLStoreDatabase {
                 // member with a lease; each download and upload is owned by one member, the
                 // one whose manager runs it. `owner` defaults to the session's `haul.member`
                 // (set on every connection the store makes), so each insert is its writer's.
-                // NULL: nobody's yet (the rows of v2, or those of a member that left), for
-                // the next member to take.
+                // NULL: nobody's yet (the rows of v2), for the next member to take whole; '':
+                // offered to the fleet, for members to claim a batch at a time.
                 "DROP TABLE queueOwner",
                 """
                 CREATE TABLE fleetMember (
@@ -81,6 +81,9 @@ extension PostgreSQLStoreDatabase {
                 "ALTER TABLE uploadJob ADD COLUMN owner text",
                 "ALTER TABLE uploadJob ALTER COLUMN owner SET DEFAULT current_setting('haul.member', true)",
                 "CREATE INDEX download_owner ON download (queue, owner)",
+                // The pool: queued downloads a member offered to the others ('' as owner),
+                // claimed in queue order (PostgreSQLStoreDatabase.claim).
+                "CREATE INDEX download_pool ON download (queue, priority DESC, position) WHERE owner = ''",
                 "CREATE INDEX uploadJob_owner ON uploadJob (queue, owner)",
             ]
         ),

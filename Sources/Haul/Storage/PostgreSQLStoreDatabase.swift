@@ -298,18 +298,62 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// Takes over the downloads and uploads of `queue` that no live member holds: those of
     /// members whose lease ran out, or that were processes of this machine that are gone (a
-    /// daemon killed with -9), or that left, and those of nobody. Returns how many rows became
-    /// this store's; 0 when it is not a member.
-    func takeOver(_ queue: String) async throws(DownloadError) -> Int {
-        guard queues.withLock({ $0.held.contains(queue) }) else { return 0 }
+    /// daemon killed with -9), or that left, and those of nobody. Says how many rows became this
+    /// store's and how many other members are live; nothing when it is not a member.
+    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook {
+        guard queues.withLock({ $0.held.contains(queue) }) else { return FleetLook() }
         let logger = logger
         let member = member
         do {
-            return try await transaction(rows: 3) { connection in
-                try await Self.reap(queue, for: member, on: connection, logger: logger)
+            return try await transaction(rows: 4) { connection in
+                let taken = try await Self.reap(queue, for: member, on: connection, logger: logger)
+                let others = try await connection.query(
+                    """
+                    SELECT count(*) FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id)
+                    AND leaseUntil >= extract(epoch from clock_timestamp())
+                    """, logger: logger)
+                var look = FleetLook(taken: taken)
+                for try await count in others.decode(Int64.self) { look.others = Int(count) }
+                return look
             }
         } catch {
             throw .io("cannot take over the downloads of \(location): \(reason(error)); \(advice(error))")
+        }
+    }
+
+    func offer(_ ids: [DownloadID]) async throws(DownloadError) {
+        let logger = logger
+        let member = member
+        let values = ids.map(\.storedValue)
+        do {
+            try await transaction(rows: ids.count) { connection in
+                try await connection.query(
+                    "UPDATE download SET owner = '' WHERE id = ANY(\(values)) AND owner = \(member.id)", logger: logger)
+            }
+        } catch {
+            throw .io("cannot offer downloads to the fleet in \(location): \(reason(error)); \(advice(error))")
+        }
+    }
+
+    func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] {
+        let logger = logger
+        let member = member
+        let queued = DownloadStatus.queued.storedValue
+        do {
+            return try await transaction(rows: limit) { connection in
+                let claimed = try await connection.query(
+                    """
+                    UPDATE download SET owner = \(member.id) WHERE id IN (
+                        SELECT id FROM download WHERE queue = \(queue) AND owner = '' AND status = \(queued)
+                        ORDER BY priority DESC, position LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                    ) RETURNING *
+                    """, logger: logger)
+                var rows: [DownloadRow] = []
+                for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
+                return rows
+            }
+        } catch {
+            throw .io("cannot claim downloads of the fleet in \(location): \(reason(error)); \(advice(error))")
         }
     }
 

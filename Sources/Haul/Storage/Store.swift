@@ -126,9 +126,21 @@ final class Store: Sendable {
 
     /// Takes over the rows of `queue` nobody holds (``StoreDatabase/takeOver(_:)``), after
     /// everything submitted so far is written.
-    func takeOver(_ queue: String) async throws(DownloadError) -> Int {
+    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook {
         try await writer.flush()
         return try await database.takeOver(queue)
+    }
+
+    /// Offers `ids` to the other members of the queue (``StoreDatabase/offer(_:)``), after
+    /// everything submitted so far is written (their rows among it).
+    func offer(_ ids: [DownloadID]) async throws(DownloadError) {
+        try await writer.flush()
+        try await database.offer(ids)
+    }
+
+    /// Claims up to `limit` downloads offered in `queue` (``StoreDatabase/claim(_:limit:)``).
+    func claim(queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] {
+        try await database.claim(queue, limit: limit)
     }
 
     // MARK: Writing

@@ -58,8 +58,16 @@ protocol StoreDatabase: Sendable {
     func join(_ queue: String) async throws(DownloadError)
 
     /// Takes over the rows of `queue` that no live member holds any more (a member gone, or
-    /// out of its lease); returns how many. Always 0 on SQLite.
-    func takeOver(_ queue: String) async throws(DownloadError) -> Int
+    /// out of its lease); says how many, and how many other members are live. Nothing on SQLite.
+    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook
+
+    /// Offers `ids`, queued downloads of this store's, to the other members of its queue: each
+    /// is claimed by one of them (``claim(_:limit:)``), or by this store again.
+    func offer(_ ids: [DownloadID]) async throws(DownloadError)
+
+    /// Takes up to `limit` of the downloads offered in `queue`, first in queue order; those
+    /// another member is claiming at this moment are left to it.
+    func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow]
 
     /// Why this store may not write any more, once another member of a queue it joined took its
     /// rows over (it was paused, or cut off, past its lease); nil while it may.
@@ -88,11 +96,23 @@ extension StoreDatabase {
 
     func join(_ queue: String) async throws(DownloadError) {}
 
-    func takeOver(_ queue: String) async throws(DownloadError) -> Int { 0 }
+    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
+
+    func offer(_ ids: [DownloadID]) async throws(DownloadError) {}
+
+    func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] { [] }
 
     var heldCondition: (sql: String, values: [DatabaseValue]) { ("", []) }
 
     var lostMembership: (any Error)? { nil }
 
     func failed() async {}
+}
+
+/// What a member of a fleet found when it looked (``StoreDatabase/takeOver(_:)``).
+struct FleetLook: Sendable, Equatable {
+    /// Rows that became this store's.
+    var taken = 0
+    /// The other members whose lease holds.
+    var others = 0
 }
