@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The daemon's queue in SQLite and in PostgreSQL, on the same job, in the same run.
 
-usage: bench/fleet.py [--haul .build-release/release/haul] [--files 20000] [--size 1024]
-                      [--batch 1000] [--stores sqlite,postgresql] [--rounds 1] [-j 16] [--cap 900]
+usage: bench/fleet.py [--haul .build-release/release/haul] [--files 20000] [--size 1024] [--big 0]
+                      [--batch 1000] [--stores sqlite,postgresql,fleet] [--daemons 3] [--no-kill]
+                      [--rounds 1] [-j 16] [--cap 900]
 
 Serves --files files of --size bytes from a private nginx on 127.0.0.1, starts a throwaway
 PostgreSQL cluster (initdb in a temp folder; run as the `postgres` user when this runs as root),
@@ -13,8 +14,16 @@ first call to the last download's end, the adding alone, the daemon's CPU time a
 daemon's alone: not the PostgreSQL server's), and checks every file byte-identical (sha256) and
 nginx's access log (each file sent once), stopping with an error otherwise.
 
-This is the first part of the fleet benchmark: one daemon on SQLite against one on PostgreSQL,
-so that what the database costs shows before several daemons share it.
+Stores: `sqlite` and `postgresql` are one daemon each; `fleet` is --daemons daemons on one
+PostgreSQL database (same --rpc-secret, same -j, one shared download folder), every file added
+through the first one's RPC, and the second killed with -9 once a third of the files are done
+(--no-kill keeps it): the fleet is done when its live daemons together have stopped every file.
+Its CPU and RSS are the daemons' summed and largest. A fleet may send a file twice (one the kill
+caught in flight, fetched again by another daemon): the count is printed against the bound of
+2 x -j; any other store sending one twice is an error. "Sent twice" is counted in bytes: a file
+whose bodies add up to more than its size.
+
+--big N adds N files of 32 MiB, served at 8 MiB/s each (nginx's limit_rate), to the list.
 """
 import argparse
 import hashlib
@@ -136,7 +145,7 @@ http {
     access_log "%s" bench;
     sendfile on; default_type application/octet-stream;
     client_body_temp_path "%s/b"; proxy_temp_path "%s/p"; fastcgi_temp_path "%s/f"; uwsgi_temp_path "%s/u"; scgi_temp_path "%s/s";
-    server { listen 127.0.0.1:%d; root "%s"; keepalive_requests 100000; }
+    server { listen 127.0.0.1:%d; root "%s"; keepalive_requests 100000; location /big/ { limit_rate 8m; } }
 }
 """ % (("user root;" if os.geteuid() == 0 else ""), *([self.directory] * 2), self.log, *([self.directory] * 5), self.port, root))
         self.process = subprocess.Popen(["nginx", "-c", config, "-p", self.directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -145,22 +154,23 @@ http {
     def truncate_log(self):
         open(self.log, "w").close()
 
-    def bodies(self):
-        """How many times each path was sent with a body."""
-        counts = {}
+    def sent_twice(self, sizes):
+        """How many files were sent more than once: more body bytes than the file holds (a
+        segmented download's ranges add up to the file once)."""
+        sent = {}
         with open(self.log) as f:
             for line in f:
-                path, status, sent = line.split()
-                if status in ("200", "206") and int(sent) > 0:
-                    counts[path] = counts.get(path, 0) + 1
-        return counts
+                path, status, count = line.split()
+                if status in ("200", "206"):
+                    sent[path] = sent.get(path, 0) + int(count)
+        return sum(1 for path, count in sent.items() if count > sizes[path.lstrip("/")])
 
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=10)
 
 
-def run_daemon(haul, store, work, nginx, names, digests, args):
+def run_daemon(haul, store, work, nginx, names, digests, sizes, args):
     state = tempfile.mkdtemp(prefix="state-", dir=work)
     out = tempfile.mkdtemp(prefix="out-", dir=work)
     port = free_port()
@@ -174,13 +184,7 @@ def run_daemon(haul, store, work, nginx, names, digests, args):
         wait_for_port(port, daemon)
         rpc = RPC(port)
         started = time.monotonic()
-        for first in range(0, len(names), args.batch):
-            calls = [{"methodName": "aria2.addUri", "params": ["token:bench", ["http://127.0.0.1:%d/%s" % (nginx.port, name)]]}
-                     for name in names[first:first + args.batch]]
-            answers = rpc.call("system.multicall", calls)
-            faults = [a for a in answers if not (isinstance(a, list) and len(a) == 1)]
-            if faults:
-                raise RuntimeError("addUri failed: %r" % faults[:1])
+        add_all(rpc, nginx, names, args.batch)
         added = time.monotonic() - started
         deadline = started + args.cap
         while True:
@@ -200,13 +204,92 @@ def run_daemon(haul, store, work, nginx, names, digests, args):
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
-    bad = sum(1 for name in names if digests[name] != file_digest(os.path.join(out, name)))
-    bodies = nginx.bodies()
-    twice = sum(1 for count in bodies.values() if count > 1)
+    bad = sum(1 for name in names if digests[name] != file_digest(os.path.join(out, os.path.basename(name))))
+    twice = nginx.sent_twice(sizes)
     shutil.rmtree(state, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     if bad or stopped != len(names) or twice:
         raise RuntimeError("%s: %d files wrong or missing, %d stopped of %d, %d sent twice" % (store, bad, stopped, len(names), twice))
+    return {"wall": wall, "added": added, "cpu": cpu, "rss": rss / 1024, "twice": twice}
+
+
+def add_all(rpc, nginx, names, batch):
+    for first in range(0, len(names), batch):
+        calls = [{"methodName": "aria2.addUri", "params": ["token:bench", ["http://127.0.0.1:%d/%s" % (nginx.port, name)]]}
+                 for name in names[first:first + batch]]
+        answers = rpc.call("system.multicall", calls)
+        faults = [a for a in answers if not (isinstance(a, list) and len(a) == 1)]
+        if faults:
+            raise RuntimeError("addUri failed: %r" % faults[:1])
+
+
+def run_fleet(haul, store, work, nginx, names, digests, sizes, args):
+    """--daemons daemons on `store`, one shared folder; the second killed at a third done."""
+    out = tempfile.mkdtemp(prefix="out-", dir=work)
+    nginx.truncate_log()
+    daemons, ports, states = [], [], []
+    try:
+        for index in range(args.daemons):
+            state = tempfile.mkdtemp(prefix="state-", dir=work)
+            port = free_port()
+            command = [haul, "daemon", "--rpc-listen-port", str(port), "--state-dir", state, "-d", out, "-j", str(args.j),
+                       "--rpc-secret", "bench", "--store", store]
+            daemons.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(os.path.join(state, "daemon.log"), "w")))
+            ports.append(port)
+            states.append(state)
+        for port, daemon in zip(ports, daemons):
+            wait_for_port(port, daemon)
+        rpcs = [RPC(port) for port in ports]
+        # Every member has looked at the fleet once (a look a second): the first offers to all.
+        time.sleep(1.2)
+        started = time.monotonic()
+        add_all(rpcs[0], nginx, names, args.batch)
+        added = time.monotonic() - started
+        deadline = started + args.cap
+        killed = None
+        cpu = 0.0
+        while True:
+            live = [i for i in range(len(daemons)) if i != killed]
+            stats = {i: rpcs[i].call("aria2.getGlobalStat") for i in live}
+            stopped = sum(int(stat["numStopped"]) for stat in stats.values())
+            if killed is None and args.kill and len(daemons) > 1 and stopped >= len(names) // 3:
+                cpu += cpu_seconds(daemons[1].pid)
+                daemons[1].kill()
+                daemons[1].wait()
+                killed = 1
+                killed_at = time.monotonic() - started
+                continue
+            if stopped >= len(names):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("did not finish in %d s: %r" % (args.cap, stats))
+            time.sleep(0.01)
+        wall = time.monotonic() - started
+        rss = 0
+        for i in range(len(daemons)):
+            if i == killed:
+                continue
+            cpu += cpu_seconds(daemons[i].pid)
+            rss = max(rss, peak_rss_kib(daemons[i].pid))
+            daemons[i].send_signal(signal.SIGTERM)
+        for i in range(len(daemons)):
+            if i != killed:
+                daemons[i].wait(timeout=60)
+    finally:
+        for daemon in daemons:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait()
+    bad = sum(1 for name in names if digests[name] != file_digest(os.path.join(out, os.path.basename(name))))
+    twice = nginx.sent_twice(sizes)
+    for state in states:
+        shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    if bad:
+        raise RuntimeError("fleet: %d files wrong or missing" % bad)
+    if killed is not None:
+        print("  (daemon 2 killed with -9 at %.2f s; files sent twice %d, the bound 2 x -j is %d%s)"
+              % (killed_at, twice, 2 * args.j, "" if twice <= 2 * args.j else ": EXCEEDED"), flush=True)
     return {"wall": wall, "added": added, "cpu": cpu, "rss": rss / 1024, "twice": twice}
 
 
@@ -224,7 +307,10 @@ def main():
     parser.add_argument("--files", type=int, default=20000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--big", type=int, default=0)
+    parser.add_argument("--stores", default="sqlite,postgresql,fleet")
+    parser.add_argument("--daemons", type=int, default=3)
+    parser.add_argument("--no-kill", dest="kill", action="store_false")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("-j", type=int, default=16)
     parser.add_argument("--cap", type=int, default=900)
@@ -236,7 +322,7 @@ def main():
     try:
         root = os.path.join(work, "www")
         os.makedirs(root)
-        names, digests = [], {}
+        names, digests, sizes = [], {}, {}
         for index in range(args.files):
             name = "f%06d.bin" % index
             content = os.urandom(args.size)
@@ -244,15 +330,30 @@ def main():
                 f.write(content)
             names.append(name)
             digests[name] = hashlib.sha256(content).hexdigest()
+            sizes[name] = args.size
+        if args.big:
+            os.makedirs(os.path.join(root, "big"))
+        for index in range(args.big):
+            name = "big/b%d.bin" % index
+            with open(os.path.join(root, name), "wb") as f:
+                digest = hashlib.sha256()
+                for _ in range(32):
+                    chunk = os.urandom(1 << 20)
+                    f.write(chunk)
+                    digest.update(chunk)
+            names.append(name)
+            digests[name] = digest.hexdigest()
+            sizes[name] = 32 << 20
         nginx = Nginx(work, root)
         stores = args.stores.split(",")
-        if "postgresql" in stores:
+        if "postgresql" in stores or "fleet" in stores:
             postgres = Postgres(work)
         results = {store: [] for store in stores}
         for round_ in range(args.rounds):
             for store in stores:
                 location = "sqlite" if store == "sqlite" else postgres.new_database()
-                result = run_daemon(haul, location, work, nginx, names, digests, args)
+                run = run_fleet if store == "fleet" else run_daemon
+                result = run(haul, location, work, nginx, names, digests, sizes, args)
                 results[store].append(result)
                 print("round %d %-10s wall %.2f s (adding %.2f s), CPU %.2f s, peak RSS %.0f MiB, files sent twice %d"
                       % (round_ + 1, store, result["wall"], result["added"], result["cpu"], result["rss"], result["twice"]),

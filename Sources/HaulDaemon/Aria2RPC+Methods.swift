@@ -383,7 +383,7 @@ extension Aria2RPC {
     /// store records it: in a fleet, one that another daemon runs or that waits to be claimed.
     func fleetDownload(_ gid: String) async throws(RPCError) -> DownloadManager.Download {
         do { return try await download(gid) } catch {
-            guard let id = DownloadID(gid), gid.count == 16 else { throw error }
+            guard manager.queueIsShared, let id = DownloadID(gid), gid.count == 16 else { throw error }
             let stored: DownloadManager.Download?
             do { stored = try await manager.storedDownload(id) } catch let failure { throw .failed(failure.message) }
             guard let stored else { throw error }

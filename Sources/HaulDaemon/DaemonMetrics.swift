@@ -1,5 +1,6 @@
 import Haul
 import Prometheus
+import Synchronization
 
 /// The daemon's figures, served on `/metrics` in Prometheus' text format.
 ///
@@ -33,6 +34,10 @@ final class DaemonMetrics: Sendable {
     private let completed: Counter
     private let failed: Counter
     private let commits: DurationHistogram
+    /// The fleet's counters, by ``DownloadManager/FleetCounts`` field, and what they were at the
+    /// last scrape (the manager counts; a scrape adds what changed since).
+    private let fleet: [(counter: Counter, value: KeyPath<DownloadManager.FleetCounts, Int> & Sendable)]
+    private let fleetSeen = Mutex(DownloadManager.FleetCounts())
 
     init() {
         let states = MetricNameDescriptor(
@@ -61,6 +66,15 @@ final class DaemonMetrics: Sendable {
                 namespace: "haul", metricName: "store_commit_duration", unitName: "seconds",
                 helpText: "How long each of the store's transactions (a group commit) took."),
             buckets: Self.commitBuckets)
+        let fleetCounter = { (name: String, help: String) in
+            registry.makeCounter(descriptor: .init(namespace: "haul", subsystem: "fleet", metricName: name, unitName: "total", helpText: help))
+        }
+        fleet = [
+            (fleetCounter("claims", "Downloads this daemon claimed from those other daemons of its queue offered."), \.claimed),
+            (fleetCounter("offers", "Downloads this daemon offered to the other daemons of its queue."), \.offered),
+            (fleetCounter("takeovers", "Downloads and uploads this daemon took over from daemons of its queue that were gone."), \.takenOver),
+            (fleetCounter("lease_renewals", "Renewals of this daemon's lease on its queue (one with each transaction it writes)."), \.leaseRenewals),
+        ]
     }
 
     /// The hooks to give the ``Downloader`` (``Downloader/Configuration/observer``).
@@ -112,6 +126,14 @@ final class DaemonMetrics: Sendable {
         ]
         for (state, gauge) in downloads { gauge.set(Double(counts[state] ?? 0)) }
         speed.set(totals.bytesPerSecond)
+        let now = await manager.fleetCounts
+        let before = fleetSeen.withLock { seen in
+            defer { seen = now }
+            return seen
+        }
+        for (counter, value) in fleet where now[keyPath: value] > before[keyPath: value] {
+            counter.increment(by: Int64(now[keyPath: value] - before[keyPath: value]))
+        }
         return registry.emitToBuffer()
     }
 }

@@ -93,6 +93,10 @@ actor DaemonMirrors: Service {
     private var loading: Task<Void, Never>?
     /// Set by ``stopAll()``: no run starts after it.
     private var stopping = false
+    /// Ticks since the definitions were read, in a fleet (``rereadTicks``).
+    private var ticksSinceRead = 0
+    /// How many ticks apart the eldest daemon of a fleet reads the definitions again.
+    static let rereadTicks = 5
 
     init(downloader: Downloader, settings: DownloadManager, logger: Logger, maxConnectionsPerHost: Int = 16) {
         self.downloader = downloader
@@ -153,6 +157,16 @@ actor DaemonMirrors: Service {
     }
 
     private func startDue() async {
+        // In a fleet (a queue several daemons share), one daemon runs the mirrors: the eldest
+        // live member. It reads the definitions again now and then, for those added through another.
+        if settings.queueIsShared {
+            guard await settings.isEldestOfFleet else { return }
+            ticksSinceRead += 1
+            if ticksSinceRead >= Self.rereadTicks {
+                ticksSinceRead = 0
+                await read()
+            }
+        }
         let now = Date()
         for (id, definition) in definitions where running[id] == nil {
             if let next = definition.nextRun, next <= now { await start(id) }
@@ -220,6 +234,10 @@ actor DaemonMirrors: Service {
     /// the daemon (a crash) runs again.
     private func start(_ id: String) async {
         guard !stopping, var definition = definitions[id], running[id] == nil else { return }
+        guard await settings.isEldestOfFleet else {
+            logger.notice("mirror \(id): saved; the eldest daemon of the fleet runs it")
+            return
+        }
         definition.lastStarted = Date()
         definition.problems = []
         definitions[id] = definition

@@ -126,6 +126,15 @@ struct DaemonPostgreSQLTests {
                         }
                         #expect(stopped.first + stopped.second == contents.count)
                         #expect(stopped.first > 0 && stopped.second > 0, "both ran some: \(stopped)")
+                        // What each did, on /metrics.
+                        let secret = [("Authorization", "Bearer s3cret")]
+                        let offering = Exposition(try await MetricsTests().scrape(first, headers: secret).text)
+                        let claiming = Exposition(try await MetricsTests().scrape(second, headers: secret).text)
+                        #expect(offering.problems.isEmpty && claiming.problems.isEmpty, "\(offering.problems) \(claiming.problems)")
+                        #expect((offering.samples["haul_fleet_offers_total"] ?? 0) > 0)
+                        #expect((claiming.samples["haul_fleet_claims_total"] ?? 0) >= Double(stopped.second))
+                        #expect(claiming.samples["haul_fleet_takeovers_total"] == 0)
+                        #expect((claiming.samples["haul_fleet_lease_renewals_total"] ?? 0) > 0)
                         // Any GID, through either daemon.
                         for gid in gids.prefix(40) {
                             for daemon in [first, second] {
@@ -133,9 +142,9 @@ struct DaemonPostgreSQLTests {
                                 #expect(status == ["status": "complete", "completedLength": "2048"], "\(gid): \(status)")
                             }
                         }
-                        #expect(try await first.stop() == 0)
+                        #expect(try await first.stop() == 0, "\(first.log)")
                     }
-                    #expect(try await second.stop() == 0)
+                    #expect(try await second.stop() == 0, "\(second.log)")
                 }
                 for (name, content) in contents {
                     #expect(dir.contents("downloads/\(name)") == content, "\(name)")
@@ -165,11 +174,20 @@ struct DaemonPostgreSQLTests {
                         let said = try await second.logLines(containing: "took over 1 download(s)", timeout: .seconds(60))
                         #expect(said.count == 1, "\(second.log)")
                         #expect(try await second.call("aria2.tellStatus", [.string(gid), ["gid"]]) == ["gid": .string(gid)])
-                        server.update("/f.bin") { $0.bytesPerSecond = nil }
                         first.process.signal(SIGCONT)
                         let fenced = try await first.logLines(
                             containing: "another haul daemon took over this one's downloads of the queue daemon", timeout: .seconds(20))
                         #expect(!fenced.isEmpty, "\(first.log)")
+                        // Its transfer stops at once (its speed still limited: it would not end by itself).
+                        let stoppedAt = ContinuousClock.now + .seconds(5)
+                        var active = "1"
+                        while ContinuousClock.now < stoppedAt {
+                            active = try await first.call("aria2.getGlobalStat")["numActive"]?.string ?? ""
+                            if active == "0" { break }
+                            try await Task.sleep(for: .milliseconds(50))
+                        }
+                        #expect(active == "0", "\(first.log)")
+                        server.update("/f.bin") { $0.bytesPerSecond = nil }
                         #expect(try await first.stop() != 0)
                         #expect(first.log.contains("stopped without saving everything"), "\(first.log)")
                         return gid

@@ -218,11 +218,26 @@ struct PostgreSQLStoreTests {
                 logger: logger)
             try await old.query(
                 "INSERT INTO queueOwner VALUES ('daemon', 'old', 'elsewhere', 'another machine', 4242, 0)", logger: logger)
+            // A queue whose daemon of before still runs (its lease holds) stays its until the lease runs out.
+            try await old.query(
+                "INSERT INTO download (id, queue, url, destinationKind, destination, request, status, createdAt, updatedAt) VALUES (13, 'live', 'http://a.example/13', 0, '/w/13', '{}', 0, 0, 0)",
+                logger: logger)
+            let future = Date().timeIntervalSince1970 + 60
+            try await old.query(
+                "INSERT INTO queueOwner VALUES ('live', 'running', 'elsewhere', 'another machine', 4243, \(future))", logger: logger)
             try await old.close()
             let store = try Self.store(postgres)
-            try await store.join("daemon")
-            let held = try await store.fetch("SELECT id FROM download WHERE owner IS NOT NULL") { $0["id"] as Int64 }
-            #expect(held == [12])
+            do {
+                try await store.join("daemon")
+                try await store.join("live")
+                let owners = try await store.fetch("SELECT id, owner FROM download ORDER BY id") { ($0["id"] as Int64, $0["owner"] as String?) }
+                let member = (store.database as? PostgreSQLStoreDatabase)?.member.id
+                #expect(owners.map(\.0) == [12, 13])
+                #expect(owners.map(\.1) == [member, "running"])
+            } catch {
+                try? await store.close()
+                throw error
+            }
             try await store.close()
         }
     }

@@ -181,7 +181,8 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
-        try await store.join(queue)
+        let look = try await store.join(queue)
+        (fleetOthers, isEldestOfFleet) = (look.others, look.eldest)
         try await restore(rows: try await store.heldRows(queue: queue))
         watchFleet()
     }
@@ -269,14 +270,17 @@ extension DownloadManager {
         try await storedDownloadsAndRows().map(\.download)
     }
 
-    /// Download `id` of this queue as the store last recorded it, for one this manager does not
-    /// hold: in a fleet, one that another member runs or that waits in the pool. Its progress is
+    /// Download `id` of this queue, as ``download(_:)`` describes it when this manager holds it,
+    /// else as the store last recorded it: in a fleet, one that another member runs or that
+    /// waits in the pool. Its progress is
     /// what its row records (the ranges written at the last checkpoint). Nil when the queue has
     /// no such download.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func storedDownload(_ id: ID) async throws(DownloadError) -> Download? {
-        guard let row = try await store.committedRow(id), row.queue == queue else { return nil }
+        if let entry = book.entries[id] { return describe(entry) }
+        // After this manager's own changes (a download it just removed is gone).
+        guard let row = try await store.row(id), row.queue == queue else { return nil }
         // Describing a row as restore() would must not move the manager's own counter.
         let finishOrder = book.nextFinishOrder
         var download = describe(restoredEntry(row))

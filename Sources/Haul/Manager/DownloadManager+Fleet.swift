@@ -3,9 +3,10 @@ import Foundation
 /// A queue shared by a fleet of daemons (a store on PostgreSQL): each member's manager holds
 /// and runs the downloads and uploads it owns, and takes over those of members that are gone.
 extension DownloadManager {
-    /// How often a member looks for rows to take over: a daemon killed on this machine is
-    /// taken over within about this long, one whose machine died once its lease has run out.
-    static let fleetWatchInterval: Duration = .seconds(1)
+    /// How often a member looks at the fleet: for rows to take over (a daemon killed on this
+    /// machine is taken over within about this long, one whose machine died once its lease has
+    /// run out), and at the pool. A transaction of a few milliseconds on the server each time.
+    static let fleetWatchInterval: Duration = .milliseconds(250)
 
     /// Starts looking for rows to take over, on a store that others may share; once.
     func watchFleet() {
@@ -22,34 +23,54 @@ extension DownloadManager {
     /// Takes over the rows of the queue no live member holds, and runs them as ``restore()``
     /// would: running ones continue from their recorded ranges (when their part files are
     /// where this daemon can see them), queued ones queue, finished ones are remembered.
+    /// Then claims from the pool, or offers to it, as the queue here needs.
     func takeOver() async {
-        guard !isShutDown, storeFailure == nil else { return }
+        guard !isShutDown else { return }
+        if let failure = storeFailure {
+            // A write failed (the database is gone, or another member took this one's rows
+            // over): no transfer may go on writing what cannot be recorded, or is no longer ours.
+            halt(failure)
+            return
+        }
         do throws(DownloadError) {
-            let look = try await store.takeOver(queue)
+            let look: FleetLook
+            do { look = try await store.takeOver(queue) } catch {
+                // Rows taken in an earlier batch of a look that then failed are loaded at the next.
+                heldRowsToLoad = true
+                throw error
+            }
             fleetOthers = look.others
-            if look.taken > 0, !isShutDown {
+            isEldestOfFleet = look.eldest
+            takenOverRows += look.taken
+            if look.taken > 0 || heldRowsToLoad, !isShutDown {
+                heldRowsToLoad = true
                 let rows = try await store.heldRows(queue: queue)
                 guard !isShutDown else { return }
                 let inserted = insertRestored(rows)
                 linkDependencies(of: inserted)
                 let uploads = try await takeOverUploads()
-                downloader.configuration.logger.notice(
-                    "took over \(inserted.count) download(s) and \(uploads) upload(s) of the queue \(queue) from a daemon that is gone")
-                schedule()
+                heldRowsToLoad = false
+                if !inserted.isEmpty || uploads > 0 {
+                    downloader.configuration.logger.notice(
+                        "took over \(inserted.count) download(s) and \(uploads) upload(s) of the queue \(queue) from a daemon that is gone")
+                    schedule()
+                }
             }
             poolMayHaveRows = true
             await claimFromPool()
-            try await offerSurplus()
+            if !offering { try await offerSurplus() }
         } catch {
+            // Shutting down meanwhile: the store was closed under the look, and left the queue.
+            if isShutDown { return }
             if let lost = store.database.lostMembership {
                 // Another member took this one's downloads over: none of them may be written, or
                 // run, here any more. They stop now, before a transfer writes on.
                 halt(store.writer.fail(lost))
                 return
             }
-            // The store says why at its next write, if it failed for good; a takeover missed
-            // now is tried again at the next look.
-            downloader.configuration.logger.warning("cannot take over the downloads of gone daemons now: \(error.message)")
+            // The store says why at its next write, if it failed for good; what was missed now is
+            // done at the next look.
+            downloader.configuration.logger.warning("\(error.message)")
         }
     }
 
@@ -62,11 +83,14 @@ extension DownloadManager {
     /// Claims queued downloads offered by the fleet while fewer than `2 × -j` are ready here,
     /// up to `4 × -j`; one claim at a time. The pool is asked again at once after a full batch
     /// (there may be more), else at the next look.
-    func claimFromPool() async {
+    func claimFromPool(reserved: Bool = false) async {
         let keep = maxConcurrent * Self.fleetReadyPerSlot
-        guard store.database.isShared, restored, poolMayHaveRows, !claiming, !isShutDown, storeFailure == nil,
+        guard store.database.isShared, restored, poolMayHaveRows, reserved || !claiming, !isShutDown, storeFailure == nil,
             book.index.ready.count < keep / 2
-        else { return }
+        else {
+            if reserved { claiming = false }
+            return
+        }
         claiming = true
         defer { claiming = false }
         let want = keep - book.index.ready.count
@@ -89,14 +113,30 @@ extension DownloadManager {
         guard store.database.isShared, poolMayHaveRows, !claiming, restored,
             book.index.ready.count < maxConcurrent * Self.fleetReadyPerSlot / 2
         else { return }
-        Task { await self.claimFromPool() }
+        // Reserved now: the steps until the task runs start no other.
+        claiming = true
+        Task { await self.claimFromPool(reserved: true) }
     }
 
-    /// Offers the queued downloads past `8 × -j` ready here (the last in queue order) to the
-    /// other live members: a list added through one daemon is run by all. Only downloads that
+    /// Starts ``offerSurplus()`` when more than `8 × -j` downloads are ready here (a list was
+    /// just added): the others need not wait for the next look.
+    func offerSurplusSoon() {
+        guard fleetOthers > 0, !offering, book.index.ready.count > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
+        offering = true
+        Task {
+            do throws(DownloadError) { try await self.offerSurplus() } catch {
+                self.downloader.configuration.logger.warning("\(error.message)")
+            }
+        }
+    }
+
+    /// Once more than `8 × -j` downloads are ready here, offers those past the first `4 × -j`
+    /// (the last in queue order) to the other live members: a list added through one daemon is run by all. Only downloads that
     /// never ran here and that no dependency ties to this member's others go
     /// (``DownloadBook/handOver(_:)``). Given back to the book if the store refuses.
     func offerSurplus() async throws(DownloadError) {
+        offering = true
+        defer { offering = false }
         let keep = maxConcurrent * Self.fleetReadyPerSlot
         let ready = book.index.ready.count
         guard fleetOthers > 0, ready > keep * 2, !isShutDown, storeFailure == nil else { return }
@@ -109,10 +149,41 @@ extension DownloadManager {
             try await store.offer(handed.map(\.id))
             offeredToPool += handed.count
         } catch {
-            for entry in handed where !book.entries.contains(entry.id) { book.insert(entry) }
-            schedule()
+            // Whether the offer was written is unknown (its answer may be what was lost): the
+            // next look loads whichever of them are still this member's, and no other.
+            heldRowsToLoad = true
             throw error
         }
+    }
+
+    /// Whether other daemons may share this manager's queue (its store is on PostgreSQL).
+    public nonisolated var queueIsShared: Bool { store.database.isShared }
+
+    // MARK: Counting
+
+    /// What this manager did as a member of a fleet since it started. All 0 outside one.
+    public struct FleetCounts: Sendable, Equatable {
+        /// Downloads claimed from the pool other members offered to.
+        public var claimed = 0
+        /// Downloads offered to the pool.
+        public var offered = 0
+        /// Downloads and uploads taken over from members that were gone.
+        public var takenOver = 0
+        /// Renewals of this member's lease: one with every transaction its store wrote.
+        public var leaseRenewals = 0
+
+        /// Counts of 0.
+        public init() {}
+    }
+
+    /// ``FleetCounts`` so far.
+    public var fleetCounts: FleetCounts {
+        var counts = FleetCounts()
+        counts.claimed = claimedFromPool
+        counts.offered = offeredToPool
+        counts.takenOver = takenOverRows
+        counts.leaseRenewals = store.database.leaseRenewals
+        return counts
     }
 
     /// Stops looking for rows to take over.

@@ -65,6 +65,7 @@ extension DownloadManager {
         // want of a connection to its host: the slot it left is the upload's.
         startUploads()
         claimFromPoolSoon()
+        offerSurplusSoon()
         if isIdle { wakeIdleWaiters() }
     }
 

@@ -117,13 +117,23 @@ public actor DownloadManager {
     var fleetWatch: Task<Void, Never>?
     /// Other members of the fleet whose lease held at the last look.
     var fleetOthers = 0
-    /// A claim from the fleet's pool is under way (``claimFromPool()``).
+    /// A claim from the fleet's pool, or an offer to it, is under way (``claimFromPool()``,
+    /// ``offerSurplus()``).
     var claiming = false
+    var offering = false
     /// The last claim filled its batch, or a look is due: the pool may hold more.
     var poolMayHaveRows = true
     /// Downloads claimed from the pool and offered to it, since this manager started.
     var claimedFromPool = 0
     var offeredToPool = 0
+    /// Rows taken over from members that were gone, since this manager started.
+    var takenOverRows = 0
+    /// The store may hold rows of this member's that the book does not (a look or an offer
+    /// that failed halfway): the next look reads them.
+    var heldRowsToLoad = false
+    /// This manager's store is the eldest live member of the fleet (always, outside one): it
+    /// runs what only one daemon of a fleet may.
+    public internal(set) var isEldestOfFleet = true
     /// The store failed (its writer's first failed transaction): downloads stop with it.
     var storeFailure: DownloadError? { store.writer.failure }
     /// Every download was stopped for the store's failure (``halt(_:)`` ran).

@@ -66,7 +66,6 @@ extension PostgreSQLStoreDatabase {
                 // (set on every connection the store makes), so each insert is its writer's.
                 // NULL: nobody's yet (the rows of v2), for the next member to take whole; '':
                 // offered to the fleet, for members to claim a batch at a time.
-                "DROP TABLE queueOwner",
                 """
                 CREATE TABLE fleetMember (
                     queue text NOT NULL, member text NOT NULL, host text NOT NULL, machine text NOT NULL,
@@ -75,11 +74,20 @@ extension PostgreSQLStoreDatabase {
                 )
                 """,
                 "CREATE INDEX fleetMember_member ON fleetMember (member)",
-                // Added without a default, then given it: the rows already there stay NULL.
+                // Added without a default, then given it: the rows already there stay NULL...
                 "ALTER TABLE download ADD COLUMN owner text",
                 "ALTER TABLE download ALTER COLUMN owner SET DEFAULT current_setting('haul.member', true)",
                 "ALTER TABLE uploadJob ADD COLUMN owner text",
                 "ALTER TABLE uploadJob ALTER COLUMN owner SET DEFAULT current_setting('haul.member', true)",
+                // ...but those of a queue a daemon of before the fleet holds are its, until its
+                // lease runs out (it stops at its next write: its table is gone).
+                """
+                INSERT INTO fleetMember (queue, member, host, machine, pid, leaseUntil, joinedAt)
+                SELECT queue, owner, host, machine, pid, leaseUntil, 0 FROM queueOwner
+                """,
+                "UPDATE download d SET owner = q.owner FROM queueOwner q WHERE d.queue = q.queue",
+                "UPDATE uploadJob u SET owner = q.owner FROM queueOwner q WHERE u.queue = q.queue",
+                "DROP TABLE queueOwner",
                 "CREATE INDEX download_owner ON download (queue, owner)",
                 // The pool: queued downloads a member offered to the others ('' as owner),
                 // claimed in queue order (PostgreSQLStoreDatabase.claim).

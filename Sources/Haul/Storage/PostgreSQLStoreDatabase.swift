@@ -38,6 +38,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     let member: FleetMember
     /// The queues this store is a member of, and why it lost them once it has.
     private let queues = Mutex<(held: Set<String>, lost: String?, renewal: Task<Void, Never>?)>(([], nil, nil))
+    /// Renewals of this store's lease so far (``leaseRenewals``).
+    private let renewals = Atomic<Int>(0)
     /// `?` placeholders turned into `$n`, by statement.
     private let numbered = Mutex<[String: String]>([:])
 
@@ -221,7 +223,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let member = member
         let lease = Int(lease.components.seconds)
         do {
-            return try await retrying(on: writer, rows: rows + 1) { connection in
+            let result = try await retrying(on: writer, rows: rows + 1) { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
                     if !held.isEmpty { try await Self.renew(held, of: member, lease: lease, on: connection, logger: logger) }
@@ -233,6 +235,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                     throw error
                 }
             }
+            if !held.isEmpty { renewals.add(1, ordering: .relaxed) }
+            return result
         } catch let error as QueueTaken {
             queues.withLock { $0.lost = $0.lost ?? error.message }
             throw error
@@ -252,32 +256,25 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     var lostMembership: (any Error)? { queues.withLock { $0.lost }.map { QueueTaken(message: $0) } }
 
+    var leaseRenewals: Int { renewals.load(ordering: .relaxed) }
+
     var heldCondition: (sql: String, values: [DatabaseValue]) { (" AND owner = ?", [member.id.databaseValue]) }
 
     /// Makes this store a member of `queue`, which any number of daemons may share, and takes
     /// over what no live member holds (``takeOver(_:)``), all in one transaction.
-    func join(_ queue: String) async throws(DownloadError) {
+    func join(_ queue: String) async throws(DownloadError) -> FleetLook {
         let logger = logger
         let member = member
         let lease = Int(lease.components.seconds)
         do {
-            _ = try await retrying(on: writer, rows: 3) { connection in
-                try await connection.query("BEGIN", logger: logger)
-                do {
-                    try await connection.query(
-                        """
-                        INSERT INTO fleetMember (queue, member, host, machine, pid, leaseUntil, joinedAt)
-                        VALUES (\(queue), \(member.id), \(member.host), \(member.machine), \(member.pid),
-                        extract(epoch from clock_timestamp()) + \(lease), extract(epoch from clock_timestamp()))
-                        ON CONFLICT (queue, member) DO UPDATE SET leaseUntil = EXCLUDED.leaseUntil
-                        """, logger: logger)
-                    let taken = try await Self.reap(queue, for: member, on: connection, logger: logger)
-                    try await connection.query("COMMIT", logger: logger)
-                    return taken
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
-                }
+            _ = try await retrying(on: writer, rows: 1) { connection in
+                try await connection.query(
+                    """
+                    INSERT INTO fleetMember (queue, member, host, machine, pid, leaseUntil, joinedAt)
+                    VALUES (\(queue), \(member.id), \(member.host), \(member.machine), \(member.pid),
+                    extract(epoch from clock_timestamp()) + \(lease), extract(epoch from clock_timestamp()))
+                    ON CONFLICT (queue, member) DO UPDATE SET leaseUntil = EXCLUDED.leaseUntil
+                    """, logger: logger)
             }
         } catch {
             throw .io("cannot open the store \(location): \(reason(error)); \(advice(error))")
@@ -294,31 +291,112 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                 }
             }
         }
+        return try await takeOver(queue)
     }
 
     /// Takes over the downloads and uploads of `queue` that no live member holds: those of
     /// members whose lease ran out, or that were processes of this machine that are gone (a
-    /// daemon killed with -9), or that left, and those of nobody. Says how many rows became this
-    /// store's and how many other members are live; nothing when it is not a member.
+    /// daemon killed with -9), or that left, and those of nobody; a batch of ``reapBatch`` rows
+    /// a transaction, until none is left. Says how many rows became this store's, how many other
+    /// members are live, and whether this store is the fleet's eldest; nothing when it is not a
+    /// member.
     func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook {
         guard queues.withLock({ $0.held.contains(queue) }) else { return FleetLook() }
         let logger = logger
         let member = member
+        var look = FleetLook()
         do {
-            return try await transaction(rows: 4) { connection in
-                let taken = try await Self.reap(queue, for: member, on: connection, logger: logger)
-                let others = try await connection.query(
-                    """
-                    SELECT count(*) FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id)
-                    AND leaseUntil >= extract(epoch from clock_timestamp())
-                    """, logger: logger)
-                var look = FleetLook(taken: taken)
-                for try await count in others.decode(Int64.self) { look.others = Int(count) }
-                return look
+            while true {
+                let step = try await transaction(rows: Self.reapBatch / 100) { connection in
+                    try await Self.look(queue, for: member, on: connection, logger: logger)
+                }
+                look.taken += step.taken
+                look.others = step.others
+                look.eldest = step.eldest
+                guard step.more else { return look }
             }
         } catch {
+            // Rows taken in an earlier batch are this store's: the caller loads them at its next look.
             throw .io("cannot take over the downloads of \(location): \(reason(error)); \(advice(error))")
         }
+    }
+
+    /// Rows moved to their new owner in one transaction of a takeover.
+    static let reapBatch = 10_000
+
+    /// In the transaction under way: ends the membership of the members of `queue` that are gone
+    /// and gives `member` up to ``reapBatch`` of their rows and of the rows of nobody; a gone
+    /// member whose rows are all taken is removed. Reapers take turns (an advisory lock of the
+    /// queue's), and only the members that may be gone are locked, skipping those in the middle
+    /// of a transaction (alive). A lease that ran out cannot be renewed (``renew(_:of:lease:on:logger:)``),
+    /// so a member found out of its lease stays gone while its rows move over several batches.
+    static func look(
+        _ queue: String, for member: FleetMember, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (taken: Int, more: Bool, others: Int, eldest: Bool) {
+        try await connection.query("SET LOCAL lock_timeout = '5s'", logger: logger)
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger)
+        let candidates = try await connection.query(
+            """
+            SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp())
+            FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id)
+            AND (leaseUntil < extract(epoch from clock_timestamp()) OR machine = \(member.machine))
+            FOR UPDATE SKIP LOCKED
+            """, logger: logger)
+        var gone: [String] = []
+        var killed: [String] = []
+        // Without its pid namespace, a pid of "this machine" may be another container's.
+        let pidsMeanSomething = !member.machine.hasSuffix("pid:[?]")
+        for try await (id, machine, pid, left) in candidates.decode((String, String, Int64, Double).self) {
+            if left < 0 {
+                gone.append(id)
+            } else if pidsMeanSomething, machine == member.machine, kill(pid_t(truncatingIfNeeded: pid), 0) != 0, errno == ESRCH {
+                gone.append(id)
+                killed.append(id)
+            }
+        }
+        if !killed.isEmpty {
+            // Its lease ends now: nothing renews it again, whatever happens to this transaction's batch.
+            try await connection.query(
+                "UPDATE fleetMember SET leaseUntil = 0 WHERE queue = \(queue) AND member = ANY(\(killed))", logger: logger)
+        }
+        var taken = 0
+        for table in ["download", "uploadJob"] {
+            let count = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        WITH taken AS (
+                            UPDATE \(table) SET owner = $1 WHERE id IN (
+                                SELECT id FROM \(table) WHERE queue = $2 AND (owner IS NULL OR owner = ANY($3)) LIMIT $4
+                            ) RETURNING 1
+                        ) SELECT count(*) FROM taken
+                        """,
+                    binds: {
+                        var binds = PostgresBindings()
+                        binds.append(member.id)
+                        binds.append(queue)
+                        binds.append(gone)
+                        binds.append(reapBatch)
+                        return binds
+                    }()), logger: logger)
+            for try await rows in count.decode(Int64.self) { taken += Int(rows) }
+        }
+        let more = taken >= reapBatch
+        if !gone.isEmpty, !more {
+            try await connection.query(
+                """
+                DELETE FROM fleetMember m WHERE queue = \(queue) AND member = ANY(\(gone))
+                AND NOT EXISTS (SELECT 1 FROM download d WHERE d.queue = m.queue AND d.owner = m.member)
+                AND NOT EXISTS (SELECT 1 FROM uploadJob u WHERE u.queue = m.queue AND u.owner = m.member)
+                """, logger: logger)
+        }
+        let live = try await connection.query(
+            """
+            SELECT member FROM fleetMember WHERE queue = \(queue) AND leaseUntil >= extract(epoch from clock_timestamp())
+            ORDER BY joinedAt, member
+            """, logger: logger)
+        var members: [String] = []
+        for try await id in live.decode(String.self) { members.append(id) }
+        return (taken, more, members.filter { $0 != member.id }.count, members.first == member.id)
     }
 
     func offer(_ ids: [DownloadID]) async throws(DownloadError) {
@@ -326,7 +404,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let member = member
         let values = ids.map(\.storedValue)
         do {
-            try await transaction(rows: ids.count) { connection in
+            _ = try await transaction(rows: ids.count) { connection in
                 try await connection.query(
                     "UPDATE download SET owner = '' WHERE id = ANY(\(values)) AND owner = \(member.id)", logger: logger)
             }
@@ -357,50 +435,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
     }
 
-    /// In the transaction under way: removes the members of `queue` that are gone and gives
-    /// `member` their rows and the rows of nobody. Members are looked at one reaper at a time
-    /// (an advisory lock of the queue's), and a member in the middle of a transaction (its row
-    /// locked) is alive: skipped. Returns how many rows changed hands.
-    static func reap(_ queue: String, for member: FleetMember, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        // A member cut off in the middle of a transaction holds its row's lock until the server
-        // ends its session: skipped (SKIP LOCKED); other locks say so rather than wait.
-        try await connection.query("SET LOCAL lock_timeout = '5s'", logger: logger)
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger)
-        let others = try await connection.query(
-            """
-            SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp())
-            FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id) FOR UPDATE SKIP LOCKED
-            """, logger: logger)
-        var gone: [String] = []
-        for try await (id, machine, pid, left) in others.decode((String, String, Int64, Double).self) {
-            let dead = machine == member.machine && kill(pid_t(truncatingIfNeeded: pid), 0) != 0 && errno == ESRCH
-            if left < 0 || dead { gone.append(id) }
-        }
-        if !gone.isEmpty {
-            try await connection.query("DELETE FROM fleetMember WHERE queue = \(queue) AND member = ANY(\(gone))", logger: logger)
-        }
-        var taken = 0
-        for table in ["download", "uploadJob"] {
-            let count = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        WITH taken AS (UPDATE \(table) SET owner = $1 WHERE queue = $2 AND (owner IS NULL OR owner = ANY($3)) RETURNING 1)
-                        SELECT count(*) FROM taken
-                        """,
-                    binds: try {
-                        var binds = PostgresBindings()
-                        try binds.append(member.id)
-                        try binds.append(queue)
-                        try binds.append(gone)
-                        return binds
-                    }()), logger: logger)
-            for try await rows in count.decode(Int64.self) { taken += Int(rows) }
-        }
-        return taken
-    }
-
     /// Extends the lease of every queue in `held`, in the transaction under way; throws
-    /// ``QueueTaken`` when this store is no longer a member of one.
+    /// ``QueueTaken`` when this store is no longer a member of one. A lease that ran out is not
+    /// renewed, taken over or not yet: once out of it, a member is gone (``look(_:for:on:logger:)``).
     static func renew(
         _ held: Set<String>, of member: FleetMember, lease: Int, on connection: PostgresConnection, logger: Logger
     ) async throws {
@@ -408,7 +445,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let rows = try await connection.query(
             """
             UPDATE fleetMember SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease)
-            WHERE member = \(member.id) RETURNING queue
+            WHERE member = \(member.id) AND leaseUntil >= extract(epoch from clock_timestamp()) RETURNING queue
             """, logger: logger)
         for try await queue in rows.decode(String.self) { renewed.insert(queue) }
         if let lost = held.subtracting(renewed).sorted().first {
@@ -420,7 +457,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     func close() async throws {
-        await leave()
+        await leave(because: "this daemon left the queue (it stopped)")
         await writer.close()
         await reader.close()
     }
@@ -428,14 +465,19 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// The writer failed for good: renewing the lease would only keep this store's downloads
     /// from a daemon that could run them.
     func failed() async {
-        await leave()
+        await leave(because: Self.wroteNothingAfterAFailure)
     }
+
+    /// Why nothing is written once a write failed for good: the rows go to another member.
+    static let wroteNothingAfterAFailure = "an earlier write failed, and nothing is written after one"
 
     /// Stops renewing and ends this store's lease at once, so that another member (or the next
     /// daemon to join) takes its downloads over now rather than when the lease would have run out.
-    private func leave() async {
+    private func leave(because why: String) async {
         let (held, renewal) = queues.withLock { queues in
             defer {
+                // Nothing is written after leaving: the rows are another member's from now on.
+                if !queues.held.isEmpty { queues.lost = queues.lost ?? why }
                 queues.held = []
                 queues.renewal = nil
             }
@@ -495,7 +537,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     func advice(_ error: any Error) -> String {
-        if error is QueueTaken { return "restart this daemon to join the queue again" }
+        if let error = error as? QueueTaken, error.message != Self.wroteNothingAfterAFailure { return "restart this daemon to join the queue again" }
         if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03" { return "try again then" }
         if let code = (error as? PSQLError)?.serverInfo?[.sqlState] {
             // Classes 28 (authorization) and 3D (no such database): the URL's part to fix.

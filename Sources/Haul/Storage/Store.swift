@@ -120,7 +120,8 @@ final class Store: Sendable {
     }
 
     /// Makes this store a member of `queue` (``StoreDatabase/join(_:)``).
-    func join(_ queue: String) async throws(DownloadError) {
+    @discardableResult
+    func join(_ queue: String) async throws(DownloadError) -> FleetLook {
         try await database.join(queue)
     }
 

@@ -52,10 +52,12 @@ protocol StoreDatabase: Sendable {
     var isShared: Bool { get }
 
     /// Makes this store a member of `queue`, which several processes may share (a fleet of
-    /// daemons on one PostgreSQL), taking over the rows no live member holds; throws
+    /// daemons on one PostgreSQL), taking over the rows no live member holds (as
+    /// ``takeOver(_:)``, whose look it returns); throws
     /// ``DownloadError/Kind/io`` when it cannot. SQLite needs nothing: the daemon's lock on its
     /// state folder keeps a second daemon away, and every row is this process's.
-    func join(_ queue: String) async throws(DownloadError)
+    @discardableResult
+    func join(_ queue: String) async throws(DownloadError) -> FleetLook
 
     /// Takes over the rows of `queue` that no live member holds any more (a member gone, or
     /// out of its lease); says how many, and how many other members are live. Nothing on SQLite.
@@ -72,6 +74,10 @@ protocol StoreDatabase: Sendable {
     /// Why this store may not write any more, once another member of a queue it joined took its
     /// rows over (it was paused, or cut off, past its lease); nil while it may.
     var lostMembership: (any Error)? { get }
+
+    /// How many times this store renewed its lease as a member of a queue (every transaction it
+    /// wrote); 0 on SQLite.
+    var leaseRenewals: Int { get }
 
     /// The SQL condition (and its values) that selects the rows this store holds in a queue it
     /// joined: `AND owner = ?` on PostgreSQL, nothing on SQLite.
@@ -94,7 +100,7 @@ protocol StoreDatabase: Sendable {
 extension StoreDatabase {
     var isShared: Bool { false }
 
-    func join(_ queue: String) async throws(DownloadError) {}
+    func join(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
 
     func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
 
@@ -106,6 +112,8 @@ extension StoreDatabase {
 
     var lostMembership: (any Error)? { nil }
 
+    var leaseRenewals: Int { 0 }
+
     func failed() async {}
 }
 
@@ -115,4 +123,7 @@ struct FleetLook: Sendable, Equatable {
     var taken = 0
     /// The other members whose lease holds.
     var others = 0
+    /// This store is the member that joined first of those whose lease holds (outside a
+    /// fleet, always): it runs what only one daemon of a fleet may, the daemon's mirrors.
+    var eldest = true
 }
