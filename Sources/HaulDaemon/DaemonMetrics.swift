@@ -126,13 +126,18 @@ final class DaemonMetrics: Sendable {
         ]
         for (state, gauge) in downloads { gauge.set(Double(counts[state] ?? 0)) }
         speed.set(totals.bytesPerSecond)
+        // Each counter moves by what its figure grew since the last scrape; two scrapes at once
+        // count each growth once (the figures only grow).
         let now = await manager.fleetCounts
-        let before = fleetSeen.withLock { seen in
-            defer { seen = now }
-            return seen
-        }
-        for (counter, value) in fleet where now[keyPath: value] > before[keyPath: value] {
-            counter.increment(by: Int64(now[keyPath: value] - before[keyPath: value]))
+        let fleet = fleet
+        fleetSeen.withLock { seen in
+            for (counter, value) in fleet where now[keyPath: value] > seen[keyPath: value] {
+                counter.increment(by: Int64(now[keyPath: value] - seen[keyPath: value]))
+            }
+            seen.claimed = max(seen.claimed, now.claimed)
+            seen.offered = max(seen.offered, now.offered)
+            seen.takenOver = max(seen.takenOver, now.takenOver)
+            seen.leaseRenewals = max(seen.leaseRenewals, now.leaseRenewals)
         }
         return registry.emitToBuffer()
     }

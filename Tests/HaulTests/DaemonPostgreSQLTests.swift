@@ -108,8 +108,7 @@ struct DaemonPostgreSQLTests {
                 let arguments = ["--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-j", "2", "-q"]
                 try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
                     try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { first in
-                        // The first looks at the fleet once a second: the second is there by its next look.
-                        try await Task.sleep(for: .milliseconds(1500))
+                        // The second joined first: the first sees it from its own start.
                         let calls: [JSONValue] = contents.keys.sorted().map { name in
                             ["methodName": "aria2.addUri", "params": first.tokenParams([[.string(server.url("/\(name)"))]])]
                         }

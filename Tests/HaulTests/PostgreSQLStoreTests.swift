@@ -205,7 +205,7 @@ struct PostgreSQLStoreTests {
     @Test func aQueueOfBeforeTheFleetIsTheFirstJoinersAfterTheMigration() async throws {
         try await PostgresServer.with { postgres in
             let location = try StoreLocation(parsing: postgres.url())
-            guard case .postgreSQL(let server) = location.kind else { return }
+            guard case .postgreSQL(let server) = location.kind else { throw DownloadError.io("not a server") }
             let logger = Logger(label: "test")
             let old = try await PostgreSQLStoreDatabase.connect(server, logger: logger)
             try await old.query("CREATE TABLE haul_migration (version bigint PRIMARY KEY, appliedAt double precision NOT NULL)", logger: logger)
@@ -385,12 +385,37 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// A gone member's rows all go to one heir, over as many batches as they take, however many
+    /// members look at once: a download and the one it depends on stay together.
+    @Test func aGoneMembersRowsAllGoToOneHeir() async throws {
+        try await PostgresServer.with { postgres in
+            let admin = try Self.store(postgres)
+            let count = PostgreSQLStoreDatabase.reapBatch + 50
+            for number in 1...count { admin.writer.insert(Self.row(UInt64(100_000 + number))) }
+            try await admin.flush()
+            try await admin.write([StoreStatement("UPDATE download SET owner = 'elsewhere-member' WHERE queue = 'daemon'")])
+            try await Self.setMember(admin, host: "elsewhere", pid: 4242, leaseLeft: -1)
+            let heirs = try [Self.store(postgres), Self.store(postgres)]
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for heir in heirs { group.addTask { try await heir.join("daemon") } }
+                try await group.waitForAll()
+            }
+            for heir in heirs { _ = try await heir.takeOver("daemon") }
+            let held = try await [Self.held(heirs[0]).count, Self.held(heirs[1]).count]
+            #expect(held.sorted() == [0, count], "\(held)")
+            let members = try await admin.fetch("SELECT count(*) AS n FROM fleetMember WHERE member = 'elsewhere-member'") { $0["n"] as Int64 }
+            #expect(members == [0], "removed once its rows were all taken")
+            for heir in heirs { try await heir.close() }
+            try await admin.close()
+        }
+    }
+
     /// A member cut off in the middle of a transaction holds its row's lock: it is skipped, not
     /// waited for, and taken over once that transaction ends.
     @Test func aMemberLockedByAnOpenTransactionIsSkippedNotWaitedFor() async throws {
         try await PostgresServer.with { postgres in
             let location = try StoreLocation(parsing: postgres.url())
-            guard case .postgreSQL(let server) = location.kind else { return }
+            guard case .postgreSQL(let server) = location.kind else { throw DownloadError.io("not a server") }
             let admin = try Self.store(postgres)
             admin.writer.insert(Self.row(6))
             try await admin.flush()

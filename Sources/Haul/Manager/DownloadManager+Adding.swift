@@ -285,6 +285,8 @@ extension DownloadManager {
         let finishOrder = book.nextFinishOrder
         var download = describe(restoredEntry(row))
         book.nextFinishOrder = finishOrder
+        // As recorded: one running on another daemon runs (restoring it here would queue it).
+        download.status = row.status
         if download.progress == nil, !row.recorded.isEmpty || row.totalLength != nil {
             download.progress = DownloadProgress(
                 destination: row.path, bytesDone: row.status == .completed ? row.resultBytes ?? 0 : row.recorded.byteCount,

@@ -29,9 +29,12 @@ extension DownloadManager {
         if let failure = storeFailure {
             // A write failed (the database is gone, or another member took this one's rows
             // over): no transfer may go on writing what cannot be recorded, or is no longer ours.
-            halt(failure)
+            haltFleetMember(failure)
             return
         }
+        looking = true
+        defer { looking = false }
+        looks += 1
         do throws(DownloadError) {
             let look: FleetLook
             do { look = try await store.takeOver(queue) } catch {
@@ -39,24 +42,41 @@ extension DownloadManager {
                 heldRowsToLoad = true
                 throw error
             }
-            fleetOthers = look.others
-            isEldestOfFleet = look.eldest
+            (fleetOthers, isEldestOfFleet) = (look.others, look.eldest)
             takenOverRows += look.taken
-            if look.taken > 0 || heldRowsToLoad, !isShutDown {
+            // Now and then, the rows the store says are this member's against the book: rows a
+            // transaction took but whose answer was lost (it was tried again) are read too.
+            if looks % Self.heldCheckLooks == 0, !offering, !heldRowsToLoad,
+                try await store.database.heldCount(queue) != book.entries.count
+            {
                 heldRowsToLoad = true
-                let rows = try await store.heldRows(queue: queue)
-                guard !isShutDown else { return }
-                let inserted = insertRestored(rows)
-                linkDependencies(of: inserted)
-                let uploads = try await takeOverUploads()
+            }
+            // Not while an offer is under way: the rows it hands over are still this member's in the store.
+            if look.taken > 0 || heldRowsToLoad, !isShutDown, !offering {
+                let reloading = look.taken == 0
                 heldRowsToLoad = false
-                if !inserted.isEmpty || uploads > 0 {
-                    downloader.configuration.logger.notice(
-                        "took over \(inserted.count) download(s) and \(uploads) upload(s) of the queue \(queue) from a daemon that is gone")
-                    schedule()
+                removedWhileLooking = []
+                let rows: [DownloadRow]
+                let uploads: Int
+                do {
+                    rows = try await store.heldRows(queue: queue)
+                    guard !isShutDown else { return }
+                    let inserted = insertRestored(rows.filter { !removedWhileLooking.contains($0.id) })
+                    linkDependencies(of: inserted)
+                    uploads = try await takeOverUploads()
+                    if !inserted.isEmpty || uploads > 0 {
+                        downloader.configuration.logger.notice(
+                            reloading
+                                ? "read \(inserted.count) download(s) and \(uploads) upload(s) of this daemon's that an earlier look of the fleet missed"
+                                : "took over \(inserted.count) download(s) and \(uploads) upload(s) of the queue \(queue) from a daemon that is gone")
+                        schedule()
+                    }
+                } catch {
+                    heldRowsToLoad = true
+                    throw error
                 }
             }
-            poolMayHaveRows = true
+            poolMayHaveRows = look.pooled
             await claimFromPool()
             if !offering { try await offerSurplus() }
         } catch {
@@ -65,13 +85,26 @@ extension DownloadManager {
             if let lost = store.database.lostMembership {
                 // Another member took this one's downloads over: none of them may be written, or
                 // run, here any more. They stop now, before a transfer writes on.
-                halt(store.writer.fail(lost))
+                haltFleetMember(store.writer.fail(lost))
                 return
             }
             // The store says why at its next write, if it failed for good; what was missed now is
             // done at the next look.
             downloader.configuration.logger.warning("\(error.message)")
         }
+    }
+
+    /// Every how many looks the rows held are counted against the book (every 5 s).
+    static let heldCheckLooks = 20
+
+    /// The store failed, or this member lost its rows: every transfer stops now, and it no
+    /// longer runs what only the eldest member may. Said once.
+    func haltFleetMember(_ failure: DownloadError) {
+        isEldestOfFleet = false
+        guard !halted else { return }
+        downloader.configuration.logger.error("stopping every download and upload: \(failure.message)")
+        halt(failure)
+        for id in uploadIDs([.running]) { Task { await self.stopUpload(id, .shutdown) } }
     }
 
     // MARK: Sharing the work
@@ -86,14 +119,14 @@ extension DownloadManager {
     func claimFromPool(reserved: Bool = false) async {
         let keep = maxConcurrent * Self.fleetReadyPerSlot
         guard store.database.isShared, restored, poolMayHaveRows, reserved || !claiming, !isShutDown, storeFailure == nil,
-            book.index.ready.count < keep / 2
+            startable < keep / 2
         else {
             if reserved { claiming = false }
             return
         }
         claiming = true
         defer { claiming = false }
-        let want = keep - book.index.ready.count
+        let want = keep - startable
         do throws(DownloadError) {
             let rows = try await store.claim(queue: queue, limit: want)
             poolMayHaveRows = rows.count == want
@@ -102,16 +135,24 @@ extension DownloadManager {
             claimedFromPool += rows.count
             schedule()
         } catch {
+            // A claim that was written but whose answer was lost: its rows are read at the next look.
             poolMayHaveRows = false
+            heldRowsToLoad = true
             downloader.configuration.logger.warning("\(error.message)")
         }
+    }
+
+    /// Queued downloads that could start now but for the limits: ready, or set aside until their
+    /// host has a free connection.
+    var startable: Int {
+        book.index.ready.count + book.index.blockedCount
     }
 
     /// Starts ``claimFromPool()`` when few downloads are ready here: after each step of the
     /// queue, not only at the next look.
     func claimFromPoolSoon() {
         guard store.database.isShared, poolMayHaveRows, !claiming, restored,
-            book.index.ready.count < maxConcurrent * Self.fleetReadyPerSlot / 2
+            startable < maxConcurrent * Self.fleetReadyPerSlot / 2
         else { return }
         // Reserved now: the steps until the task runs start no other.
         claiming = true
@@ -121,7 +162,7 @@ extension DownloadManager {
     /// Starts ``offerSurplus()`` when more than `8 × -j` downloads are ready here (a list was
     /// just added): the others need not wait for the next look.
     func offerSurplusSoon() {
-        guard fleetOthers > 0, !offering, book.index.ready.count > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
+        guard fleetOthers > 0, !offering, !looking, book.index.ready.count > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
         offering = true
         Task {
             do throws(DownloadError) { try await self.offerSurplus() } catch {

@@ -36,6 +36,7 @@ extension DownloadManager {
             case .deleteRow(let id):
                 store.writer.delete(id)
                 board.remove(id)
+                if looking { removedWhileLooking.insert(id) }
             case .storeRequest(let id, let request):
                 // Only a request that cannot be encoded fails here; its row then keeps the old one,
                 // secrets and all, which is said rather than passed over.

@@ -347,7 +347,7 @@ extension DownloadManager {
     // MARK: Controlling
 
     /// Stops a running upload for `stop` and waits until its attempt has ended.
-    private func stopUpload(_ id: ID, _ stop: UploadBook.Stop) async {
+    func stopUpload(_ id: ID, _ stop: UploadBook.Stop) async {
         guard let task = uploadBook.entries[id]?.task else { return }
         let stronger = max(stop, uploadBook.entries[id]?.stop ?? stop)
         uploadBook.entries[id]?.stop = stronger

@@ -131,6 +131,11 @@ public actor DownloadManager {
     /// The store may hold rows of this member's that the book does not (a look or an offer
     /// that failed halfway): the next look reads them.
     var heldRowsToLoad = false
+    /// A look at the fleet is under way (``takeOver()``), and how many were made.
+    var looking = false
+    var looks = 0
+    /// Downloads removed while a look read the rows held: not brought back from what it read.
+    var removedWhileLooking: Set<ID> = []
     /// This manager's store is the eldest live member of the fleet (always, outside one): it
     /// runs what only one daemon of a fleet may.
     public internal(set) var isEldestOfFleet = true

@@ -107,6 +107,9 @@ struct DownloadQueue {
     /// The hosts that have downloads set aside.
     var blockedHosts: [String] { Array(blocked.keys) }
 
+    /// Ready downloads set aside for want of a connection to their host, across hosts.
+    var blockedCount: Int { blocked.values.reduce(0) { $0 + $1.count } }
+
     // MARK: Running and finished
 
     mutating func insertActive(_ id: DownloadID) {

@@ -70,7 +70,7 @@ extension PostgreSQLStoreDatabase {
                 CREATE TABLE fleetMember (
                     queue text NOT NULL, member text NOT NULL, host text NOT NULL, machine text NOT NULL,
                     pid bigint NOT NULL, leaseUntil double precision NOT NULL, joinedAt double precision NOT NULL,
-                    PRIMARY KEY (queue, member)
+                    heir text, PRIMARY KEY (queue, member)
                 )
                 """,
                 "CREATE INDEX fleetMember_member ON fleetMember (member)",

@@ -307,12 +307,11 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         var look = FleetLook()
         do {
             while true {
-                let step = try await transaction(rows: Self.reapBatch / 100) { connection in
+                let step = try await transaction(rows: Self.reapBatch) { connection in
                     try await Self.look(queue, for: member, on: connection, logger: logger)
                 }
                 look.taken += step.taken
-                look.others = step.others
-                look.eldest = step.eldest
+                (look.others, look.eldest, look.pooled) = (step.others, step.eldest, step.pooled)
                 guard step.more else { return look }
             }
         } catch {
@@ -324,20 +323,41 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// Rows moved to their new owner in one transaction of a takeover.
     static let reapBatch = 10_000
 
-    /// In the transaction under way: ends the membership of the members of `queue` that are gone
-    /// and gives `member` up to ``reapBatch`` of their rows and of the rows of nobody; a gone
-    /// member whose rows are all taken is removed. Reapers take turns (an advisory lock of the
-    /// queue's), and only the members that may be gone are locked, skipping those in the middle
-    /// of a transaction (alive). A lease that ran out cannot be renewed (``renew(_:of:lease:on:logger:)``),
-    /// so a member found out of its lease stays gone while its rows move over several batches.
+    /// In the transaction under way: what `member` sees of the fleet of `queue` (the live
+    /// members, the pool), and, unless another member is reaping at this moment (an advisory lock
+    /// of the queue's, tried, not waited for), the reaping: the members that may be gone are
+    /// locked, skipping any in the middle of a transaction; those gone get `member` as their heir
+    /// (their rows all go to one member, so a download and the one it depends on stay together),
+    /// and up to ``reapBatch`` of the rows of the members it is heir of, and of nobody's when it is
+    /// the eldest, become its own; a gone member with no rows left is removed. A lease that ran
+    /// out is never renewed (``renew(_:of:lease:on:logger:)``), so a member found out of its lease
+    /// stays gone while its rows move over several batches.
     static func look(
         _ queue: String, for member: FleetMember, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (taken: Int, more: Bool, others: Int, eldest: Bool) {
-        try await connection.query("SET LOCAL lock_timeout = '5s'", logger: logger)
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger)
+    ) async throws -> FleetLook {
+        var look = FleetLook()
+        let live = try await connection.query(
+            """
+            SELECT member FROM fleetMember WHERE queue = \(queue) AND leaseUntil >= extract(epoch from clock_timestamp())
+            ORDER BY joinedAt, member
+            """, logger: logger)
+        var members: [String] = []
+        for try await id in live.decode(String.self) { members.append(id) }
+        look.others = members.filter { $0 != member.id }.count
+        look.eldest = members.first == member.id
+        let pooled = try await connection.query(
+            "SELECT EXISTS (SELECT 1 FROM download WHERE queue = \(queue) AND owner = '' AND status = \(DownloadStatus.queued.storedValue))",
+            logger: logger)
+        for try await any in pooled.decode(Bool.self) { look.pooled = any }
+        // One reaper at a time; a member that finds another reaping leaves it to it.
+        var reaping = false
+        for try await locked in try await connection.query(
+            "SELECT pg_try_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger
+        ).decode(Bool.self) { reaping = locked }
+        guard reaping else { return look }
         let candidates = try await connection.query(
             """
-            SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp())
+            SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp()), coalesce(heir, '')
             FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id)
             AND (leaseUntil < extract(epoch from clock_timestamp()) OR machine = \(member.machine))
             FOR UPDATE SKIP LOCKED
@@ -346,7 +366,10 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         var killed: [String] = []
         // Without its pid namespace, a pid of "this machine" may be another container's.
         let pidsMeanSomething = !member.machine.hasSuffix("pid:[?]")
-        for try await (id, machine, pid, left) in candidates.decode((String, String, Int64, Double).self) {
+        for try await (id, machine, pid, left, heir) in candidates.decode((String, String, Int64, Double, String).self) {
+            // A gone member's rows all go to one heir, over as many batches as it takes: a
+            // download and the one it depends on stay together.
+            if !heir.isEmpty, heir != member.id, members.contains(heir) { continue }
             if left < 0 {
                 gone.append(id)
             } else if pidsMeanSomething, machine == member.machine, kill(pid_t(truncatingIfNeeded: pid), 0) != 0, errno == ESRCH {
@@ -354,19 +377,24 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                 killed.append(id)
             }
         }
-        if !killed.isEmpty {
-            // Its lease ends now: nothing renews it again, whatever happens to this transaction's batch.
+        if !gone.isEmpty {
+            // A member killed here: its lease ends now, and nothing renews it again.
             try await connection.query(
-                "UPDATE fleetMember SET leaseUntil = 0 WHERE queue = \(queue) AND member = ANY(\(killed))", logger: logger)
+                """
+                UPDATE fleetMember SET heir = \(member.id),
+                leaseUntil = CASE WHEN member = ANY(\(killed)) THEN 0 ELSE leaseUntil END
+                WHERE queue = \(queue) AND member = ANY(\(gone))
+                """, logger: logger)
         }
-        var taken = 0
+        // The rows of nobody (a queue of before the fleet) go whole to the eldest.
+        let nobody = look.eldest
         for table in ["download", "uploadJob"] {
             let count = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
                         WITH taken AS (
                             UPDATE \(table) SET owner = $1 WHERE id IN (
-                                SELECT id FROM \(table) WHERE queue = $2 AND (owner IS NULL OR owner = ANY($3)) LIMIT $4
+                                SELECT id FROM \(table) WHERE queue = $2 AND ((owner IS NULL AND $5) OR owner = ANY($3)) LIMIT $4
                             ) RETURNING 1
                         ) SELECT count(*) FROM taken
                         """,
@@ -376,12 +404,13 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                         binds.append(queue)
                         binds.append(gone)
                         binds.append(reapBatch)
+                        binds.append(nobody)
                         return binds
                     }()), logger: logger)
-            for try await rows in count.decode(Int64.self) { taken += Int(rows) }
+            for try await rows in count.decode(Int64.self) { look.taken += Int(rows) }
         }
-        let more = taken >= reapBatch
-        if !gone.isEmpty, !more {
+        look.more = look.taken >= reapBatch
+        if !gone.isEmpty, !look.more {
             try await connection.query(
                 """
                 DELETE FROM fleetMember m WHERE queue = \(queue) AND member = ANY(\(gone))
@@ -389,14 +418,21 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
                 AND NOT EXISTS (SELECT 1 FROM uploadJob u WHERE u.queue = m.queue AND u.owner = m.member)
                 """, logger: logger)
         }
-        let live = try await connection.query(
-            """
-            SELECT member FROM fleetMember WHERE queue = \(queue) AND leaseUntil >= extract(epoch from clock_timestamp())
-            ORDER BY joinedAt, member
-            """, logger: logger)
-        var members: [String] = []
-        for try await id in live.decode(String.self) { members.append(id) }
-        return (taken, more, members.filter { $0 != member.id }.count, members.first == member.id)
+        return look
+    }
+
+    /// How many rows this store holds in `queue`: the manager compares it with its book now and
+    /// then, and reads what it misses (rows a retried transaction took, say).
+    func heldCount(_ queue: String) async throws(DownloadError) -> Int {
+        let held = try await fetchCount(
+            "SELECT count(*) AS n FROM download WHERE queue = ? AND owner = ?", [queue.databaseValue, member.id.databaseValue])
+        return held
+    }
+
+    private func fetchCount(_ sql: String, _ values: [DatabaseValue]) async throws(DownloadError) -> Int {
+        do { return try await fetch(sql, values) { Int($0["n"] as Int64) }.first ?? 0 } catch {
+            throw .io("cannot read the download records in \(location): \(reason(error))")
+        }
     }
 
     func offer(_ ids: [DownloadID]) async throws(DownloadError) {

@@ -63,6 +63,9 @@ protocol StoreDatabase: Sendable {
     /// out of its lease); says how many, and how many other members are live. Nothing on SQLite.
     func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook
 
+    /// How many download rows of `queue` this store holds; 0 on SQLite (the manager holds them all).
+    func heldCount(_ queue: String) async throws(DownloadError) -> Int
+
     /// Offers `ids`, queued downloads of this store's, to the other members of its queue: each
     /// is claimed by one of them (``claim(_:limit:)``), or by this store again.
     func offer(_ ids: [DownloadID]) async throws(DownloadError)
@@ -106,6 +109,8 @@ extension StoreDatabase {
 
     func offer(_ ids: [DownloadID]) async throws(DownloadError) {}
 
+    func heldCount(_ queue: String) async throws(DownloadError) -> Int { 0 }
+
     func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] { [] }
 
     var heldCondition: (sql: String, values: [DatabaseValue]) { ("", []) }
@@ -126,4 +131,8 @@ struct FleetLook: Sendable, Equatable {
     /// This store is the member that joined first of those whose lease holds (outside a
     /// fleet, always): it runs what only one daemon of a fleet may, the daemon's mirrors.
     var eldest = true
+    /// Downloads wait in the pool, offered and not claimed yet.
+    var pooled = false
+    /// A batch was full: more rows may be waiting to be taken over.
+    var more = false
 }
