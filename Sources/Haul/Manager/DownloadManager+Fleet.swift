@@ -33,6 +33,7 @@ extension DownloadManager {
             return
         }
         looking = true
+        removedWhileLooking = []
         defer { looking = false }
         looks += 1
         do throws(DownloadError) {
@@ -51,11 +52,12 @@ extension DownloadManager {
             {
                 heldRowsToLoad = true
             }
-            // Not while an offer is under way: the rows it hands over are still this member's in the store.
+            // Not while an offer is under way (the rows it hands over are still this member's in
+            // the store): then at the next look.
+            if look.taken > 0, offering { heldRowsToLoad = true }
             if look.taken > 0 || heldRowsToLoad, !isShutDown, !offering {
                 let reloading = look.taken == 0
                 heldRowsToLoad = false
-                removedWhileLooking = []
                 let rows: [DownloadRow]
                 let uploads: Int
                 do {
