@@ -193,7 +193,7 @@ def run_daemon(haul, store, work, nginx, names, digests, sizes, args):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError("did not finish in %d s: %r" % (args.cap, stat))
-            time.sleep(0.01)
+            time.sleep(0.05)
         wall = time.monotonic() - started
         stopped = int(rpc.call("aria2.getGlobalStat")["numStopped"])
         cpu = cpu_seconds(daemon.pid)
@@ -263,7 +263,7 @@ def run_fleet(haul, store, work, nginx, names, digests, sizes, args):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError("did not finish in %d s: %r" % (args.cap, stats))
-            time.sleep(0.01)
+            time.sleep(0.05)
         wall = time.monotonic() - started
         rss = 0
         for i in range(len(daemons)):
