@@ -55,29 +55,7 @@ extension DownloadManager {
             // Not while an offer is under way (the rows it hands over are still this member's in
             // the store): then at the next look.
             if look.taken > 0, offering { heldRowsToLoad = true }
-            if look.taken > 0 || heldRowsToLoad, !isShutDown, !offering {
-                let reloading = look.taken == 0
-                heldRowsToLoad = false
-                let rows: [DownloadRow]
-                let uploads: Int
-                do {
-                    rows = try await store.heldRows(queue: queue)
-                    guard !isShutDown else { return }
-                    let inserted = insertRestored(rows.filter { !removedWhileLooking.contains($0.id) })
-                    linkDependencies(of: inserted)
-                    uploads = try await takeOverUploads()
-                    if !inserted.isEmpty || uploads > 0 {
-                        downloader.configuration.logger.notice(
-                            reloading
-                                ? "read \(inserted.count) download(s) and \(uploads) upload(s) of this daemon's that an earlier look of the fleet missed"
-                                : "took over \(inserted.count) download(s) and \(uploads) upload(s) of the queue \(queue) from a daemon that is gone")
-                        schedule()
-                    }
-                } catch {
-                    heldRowsToLoad = true
-                    throw error
-                }
-            }
+            if look.taken > 0 || heldRowsToLoad, !isShutDown, !offering { try await loadHeldRows(reloading: look.taken == 0) }
             poolMayHaveRows = look.pooled
             await claimFromPool()
             if !offering { try await offerSurplus() }
@@ -93,6 +71,29 @@ extension DownloadManager {
             // The store says why at its next write, if it failed for good; what was missed now is
             // done at the next look.
             downloader.configuration.logger.warning("\(error.message)")
+        }
+    }
+
+    /// Brings the rows the store holds for this member and the book does not into the book (taken
+    /// over, or missed by an earlier look), but not the downloads removed since the look began.
+    /// On a failure, the next look tries again.
+    private func loadHeldRows(reloading: Bool) async throws(DownloadError) {
+        heldRowsToLoad = false
+        do {
+            let rows = try await store.heldRows(queue: queue)
+            guard !isShutDown else { return }
+            let inserted = insertRestored(rows.filter { !removedWhileLooking.contains($0.id) })
+            linkDependencies(of: inserted)
+            let uploads = try await takeOverUploads()
+            guard !inserted.isEmpty || uploads > 0 else { return }
+            downloader.configuration.logger.notice(
+                reloading
+                    ? "read \(inserted.count) download(s) and \(uploads) upload(s) of this daemon's that an earlier look of the fleet missed"
+                    : "took over \(inserted.count) download(s) and \(uploads) upload(s) of the queue \(queue) from a daemon that is gone")
+            schedule()
+        } catch {
+            heldRowsToLoad = true
+            throw error
         }
     }
 

@@ -29,17 +29,17 @@ import Synchronization
 final class PostgreSQLStoreDatabase: StoreDatabase {
     let location: String
     private let server: StoreLocation.PostgreSQL
-    private let writer: PostgreSQLConnectionSlot
-    private let reader: PostgreSQLConnectionSlot
+    let writer: PostgreSQLConnectionSlot
+    let reader: PostgreSQLConnectionSlot
     /// Whether the schema is up to date (``migrateOnce()``).
     private let migrated = Mutex(false)
-    private let logger: Logger
+    let logger: Logger
     /// This store, as `fleetMember` and the rows' `owner` name it.
     let member: FleetMember
     /// The queues this store is a member of, and why it lost them once it has.
-    private let queues = Mutex<(held: Set<String>, lost: String?, renewal: Task<Void, Never>?)>(([], nil, nil))
+    let queues = Mutex<(held: Set<String>, lost: String?, renewal: Task<Void, Never>?)>(([], nil, nil))
     /// Renewals of this store's lease so far (``leaseRenewals``).
-    private let renewals = Atomic<Int>(0)
+    let renewals = Atomic<Int>(0)
     /// `?` placeholders turned into `$n`, by statement.
     private let numbered = Mutex<[String: String]>([:])
 
@@ -206,7 +206,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     /// Runs `queries` (which write `rows` rows) in one transaction (``transaction(rows:_:)``).
-    private func transaction(_ queries: [PostgresQuery], rows: Int) async throws {
+    func transaction(_ queries: [PostgresQuery], rows: Int) async throws {
         let logger = logger
         try await transaction(rows: rows) { connection in
             for query in queries { try await connection.query(query, logger: logger) }
@@ -216,7 +216,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// Runs `body` between `BEGIN` and `COMMIT`, after renewing the lease of every queue this
     /// store is a member of (which fails the transaction if one was lost: another member took
     /// this one's downloads over); rolled back when `body` fails.
-    private func transaction<T: Sendable>(rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let (held, lost) = queues.withLock { ($0.held, $0.lost) }
         if let lost { throw QueueTaken(message: lost) }
         let logger = logger
@@ -248,297 +248,6 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         return "INSERT INTO \(table) (" + columns.joined(separator: ", ") + ") VALUES (" + columns.map { _ in "?" }.joined(separator: ", ")
             + ") ON CONFLICT (" + key.joined(separator: ", ") + ") DO UPDATE SET "
             + columns.filter { !keys.contains($0) }.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
-    }
-
-    // MARK: The fleet
-
-    var isShared: Bool { true }
-
-    var lostMembership: (any Error)? { queues.withLock { $0.lost }.map { QueueTaken(message: $0) } }
-
-    var leaseRenewals: Int { renewals.load(ordering: .relaxed) }
-
-    var heldCondition: (sql: String, values: [DatabaseValue]) { (" AND owner = ?", [member.id.databaseValue]) }
-
-    /// Makes this store a member of `queue`, which any number of daemons may share, and takes
-    /// over what no live member holds (``takeOver(_:)``), all in one transaction.
-    func join(_ queue: String) async throws(DownloadError) -> FleetLook {
-        let logger = logger
-        let member = member
-        let lease = Int(lease.components.seconds)
-        do {
-            _ = try await retrying(on: writer, rows: 1) { connection in
-                try await connection.query(
-                    """
-                    INSERT INTO fleetMember (queue, member, host, machine, pid, leaseUntil, joinedAt)
-                    VALUES (\(queue), \(member.id), \(member.host), \(member.machine), \(member.pid),
-                    extract(epoch from clock_timestamp()) + \(lease), extract(epoch from clock_timestamp()))
-                    ON CONFLICT (queue, member) DO UPDATE SET leaseUntil = EXCLUDED.leaseUntil
-                    """, logger: logger)
-            }
-        } catch {
-            throw .io("cannot open the store \(location): \(reason(error)); \(advice(error))")
-        }
-        queues.withLock { queues in
-            queues.held.insert(queue)
-            guard queues.renewal == nil else { return }
-            // Renewed while nothing else is written; a renewal that fails says so at the next write.
-            queues.renewal = Task { [weak self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: Self.leaseRenewal)
-                    guard !Task.isCancelled, let self else { return }
-                    try? await self.transaction([], rows: 0)
-                }
-            }
-        }
-        return try await takeOver(queue)
-    }
-
-    /// Takes over the downloads and uploads of `queue` that no live member holds: those of
-    /// members whose lease ran out, or that were processes of this machine that are gone (a
-    /// daemon killed with -9), or that left, and those of nobody; a batch of ``reapBatch`` rows
-    /// a transaction, until none is left. Says how many rows became this store's, how many other
-    /// members are live, and whether this store is the fleet's eldest; nothing when it is not a
-    /// member.
-    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook {
-        guard queues.withLock({ $0.held.contains(queue) }) else { return FleetLook() }
-        let logger = logger
-        let member = member
-        var look = FleetLook()
-        do {
-            while true {
-                let step = try await transaction(rows: Self.reapBatch) { connection in
-                    try await Self.look(queue, for: member, on: connection, logger: logger)
-                }
-                look.taken += step.taken
-                (look.others, look.eldest, look.pooled) = (step.others, step.eldest, step.pooled)
-                guard step.more else { return look }
-            }
-        } catch {
-            // Rows taken in an earlier batch are this store's: the caller loads them at its next look.
-            throw .io("cannot take over the downloads of \(location): \(reason(error)); \(advice(error))")
-        }
-    }
-
-    /// Rows moved to their new owner in one transaction of a takeover.
-    static let reapBatch = 10_000
-
-    /// In the transaction under way: what `member` sees of the fleet of `queue` (the live
-    /// members, the pool), and, unless another member is reaping at this moment (an advisory lock
-    /// of the queue's, tried, not waited for), the reaping: the members that may be gone are
-    /// locked, skipping any in the middle of a transaction; those gone get `member` as their heir
-    /// (their rows all go to one member, so a download and the one it depends on stay together),
-    /// and up to ``reapBatch`` of the rows of the members it is heir of, and of nobody's when it is
-    /// the eldest, become its own; a gone member with no rows left is removed. A lease that ran
-    /// out is never renewed (``renew(_:of:lease:on:logger:)``), so a member found out of its lease
-    /// stays gone while its rows move over several batches.
-    static func look(
-        _ queue: String, for member: FleetMember, on connection: PostgresConnection, logger: Logger
-    ) async throws -> FleetLook {
-        var look = FleetLook()
-        let live = try await connection.query(
-            """
-            SELECT member FROM fleetMember WHERE queue = \(queue) AND leaseUntil >= extract(epoch from clock_timestamp())
-            ORDER BY joinedAt, member
-            """, logger: logger)
-        var members: [String] = []
-        for try await id in live.decode(String.self) { members.append(id) }
-        look.others = members.filter { $0 != member.id }.count
-        look.eldest = members.first == member.id
-        let pooled = try await connection.query(
-            "SELECT EXISTS (SELECT 1 FROM download WHERE queue = \(queue) AND owner = '' AND status = \(DownloadStatus.queued.storedValue))",
-            logger: logger)
-        for try await any in pooled.decode(Bool.self) { look.pooled = any }
-        // One reaper at a time; a member that finds another reaping leaves it to it.
-        var reaping = false
-        for try await locked in try await connection.query(
-            "SELECT pg_try_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger
-        ).decode(Bool.self) { reaping = locked }
-        guard reaping else { return look }
-        let candidates = try await connection.query(
-            """
-            SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp()), coalesce(heir, '')
-            FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id)
-            AND (leaseUntil < extract(epoch from clock_timestamp()) OR machine = \(member.machine))
-            FOR UPDATE SKIP LOCKED
-            """, logger: logger)
-        var gone: [String] = []
-        var killed: [String] = []
-        // Without its pid namespace, a pid of "this machine" may be another container's.
-        let pidsMeanSomething = !member.machine.hasSuffix("pid:[?]")
-        for try await (id, machine, pid, left, heir) in candidates.decode((String, String, Int64, Double, String).self) {
-            // A gone member's rows all go to one heir, over as many batches as it takes: a
-            // download and the one it depends on stay together.
-            if !heir.isEmpty, heir != member.id, members.contains(heir) { continue }
-            if left < 0 {
-                gone.append(id)
-            } else if pidsMeanSomething, machine == member.machine, kill(pid_t(truncatingIfNeeded: pid), 0) != 0, errno == ESRCH {
-                gone.append(id)
-                killed.append(id)
-            }
-        }
-        if !gone.isEmpty {
-            // A member killed here: its lease ends now, and nothing renews it again.
-            try await connection.query(
-                """
-                UPDATE fleetMember SET heir = \(member.id),
-                leaseUntil = CASE WHEN member = ANY(\(killed)) THEN 0 ELSE leaseUntil END
-                WHERE queue = \(queue) AND member = ANY(\(gone))
-                """, logger: logger)
-        }
-        // The rows of nobody (a queue of before the fleet) go whole to the eldest.
-        let nobody = look.eldest
-        for table in ["download", "uploadJob"] {
-            let count = try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        WITH taken AS (
-                            UPDATE \(table) SET owner = $1 WHERE id IN (
-                                SELECT id FROM \(table) WHERE queue = $2 AND ((owner IS NULL AND $5) OR owner = ANY($3)) LIMIT $4
-                            ) RETURNING 1
-                        ) SELECT count(*) FROM taken
-                        """,
-                    binds: {
-                        var binds = PostgresBindings()
-                        binds.append(member.id)
-                        binds.append(queue)
-                        binds.append(gone)
-                        binds.append(reapBatch)
-                        binds.append(nobody)
-                        return binds
-                    }()), logger: logger)
-            for try await rows in count.decode(Int64.self) { look.taken += Int(rows) }
-        }
-        look.more = look.taken >= reapBatch
-        if !gone.isEmpty, !look.more {
-            try await connection.query(
-                """
-                DELETE FROM fleetMember m WHERE queue = \(queue) AND member = ANY(\(gone))
-                AND NOT EXISTS (SELECT 1 FROM download d WHERE d.queue = m.queue AND d.owner = m.member)
-                AND NOT EXISTS (SELECT 1 FROM uploadJob u WHERE u.queue = m.queue AND u.owner = m.member)
-                """, logger: logger)
-        }
-        return look
-    }
-
-    /// How many rows this store holds in `queue`: the manager compares it with its book now and
-    /// then, and reads what it misses (rows a retried transaction took, say).
-    func heldCount(_ queue: String) async throws(DownloadError) -> Int {
-        let held = try await fetchCount(
-            "SELECT count(*) AS n FROM download WHERE queue = ? AND owner = ?", [queue.databaseValue, member.id.databaseValue])
-        return held
-    }
-
-    private func fetchCount(_ sql: String, _ values: [DatabaseValue]) async throws(DownloadError) -> Int {
-        do { return try await fetch(sql, values) { Int($0["n"] as Int64) }.first ?? 0 } catch {
-            throw .io("cannot read the download records in \(location): \(reason(error))")
-        }
-    }
-
-    func offer(_ ids: [DownloadID]) async throws(DownloadError) {
-        let logger = logger
-        let member = member
-        let values = ids.map(\.storedValue)
-        do {
-            _ = try await transaction(rows: ids.count) { connection in
-                try await connection.query(
-                    "UPDATE download SET owner = '' WHERE id = ANY(\(values)) AND owner = \(member.id)", logger: logger)
-            }
-        } catch {
-            throw .io("cannot offer downloads to the fleet in \(location): \(reason(error)); \(advice(error))")
-        }
-    }
-
-    func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] {
-        let logger = logger
-        let member = member
-        let queued = DownloadStatus.queued.storedValue
-        do {
-            return try await transaction(rows: limit) { connection in
-                let claimed = try await connection.query(
-                    """
-                    UPDATE download SET owner = \(member.id) WHERE id IN (
-                        SELECT id FROM download WHERE queue = \(queue) AND owner = '' AND status = \(queued)
-                        ORDER BY priority DESC, position LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                    ) RETURNING *
-                    """, logger: logger)
-                var rows: [DownloadRow] = []
-                for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
-                return rows
-            }
-        } catch {
-            throw .io("cannot claim downloads of the fleet in \(location): \(reason(error)); \(advice(error))")
-        }
-    }
-
-    /// Extends the lease of every queue in `held`, in the transaction under way; throws
-    /// ``QueueTaken`` when this store is no longer a member of one. A lease that ran out is not
-    /// renewed, taken over or not yet: once out of it, a member is gone (``look(_:for:on:logger:)``).
-    static func renew(
-        _ held: Set<String>, of member: FleetMember, lease: Int, on connection: PostgresConnection, logger: Logger
-    ) async throws {
-        var renewed = Set<String>()
-        let rows = try await connection.query(
-            """
-            UPDATE fleetMember SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease)
-            WHERE member = \(member.id) AND leaseUntil >= extract(epoch from clock_timestamp()) RETURNING queue
-            """, logger: logger)
-        for try await queue in rows.decode(String.self) { renewed.insert(queue) }
-        if let lost = held.subtracting(renewed).sorted().first {
-            throw QueueTaken(
-                message:
-                    "another haul daemon took over this one's downloads of the queue \(lost) while this one did not renew its lease (it was paused, or cut off from the database, for over \(lease) s)"
-            )
-        }
-    }
-
-    func close() async throws {
-        await leave(because: "this daemon left the queue (it stopped)")
-        await writer.close()
-        await reader.close()
-    }
-
-    /// The writer failed for good: renewing the lease would only keep this store's downloads
-    /// from a daemon that could run them.
-    func failed() async {
-        await leave(because: Self.wroteNothingAfterAFailure)
-    }
-
-    /// Why nothing is written once a write failed for good: the rows go to another member.
-    static let wroteNothingAfterAFailure = "an earlier write failed, and nothing is written after one"
-
-    /// Stops renewing and ends this store's lease at once, so that another member (or the next
-    /// daemon to join) takes its downloads over now rather than when the lease would have run out.
-    private func leave(because why: String) async {
-        let (held, renewal) = queues.withLock { queues in
-            defer {
-                // Nothing is written after leaving: the rows are another member's from now on.
-                if !queues.held.isEmpty { queues.lost = queues.lost ?? why }
-                queues.held = []
-                queues.renewal = nil
-            }
-            return (queues.held, queues.renewal)
-        }
-        renewal?.cancel()
-        await renewal?.value
-        guard !held.isEmpty else { return }
-        let logger = logger
-        let member = member
-        // In a task of its own: a shutdown cancels the one closing the store, and the lease
-        // must still be given back.
-        let writer = writer
-        let window = window
-        let giving = Task {
-            try await writer.use(within: window) { connection in
-                try await connection.query("UPDATE fleetMember SET leaseUntil = 0 WHERE member = \(member.id)", logger: logger)
-            }
-        }
-        do { _ = try await giving.value } catch {
-            // Nothing is lost: the lease runs out by itself, and another member takes over then.
-            logger.error(
-                "cannot leave the queue \(held.sorted().joined(separator: ", ")) of \(location): \(reason(error)); another daemon takes its downloads over in \(Int(lease.components.seconds)) s"
-            )
-        }
     }
 
     // MARK: Errors
@@ -590,7 +299,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// three times the connect timeout (``window``). Each attempt, from when it has the slot,
     /// may take the window plus 10 ms a row for a long transaction; one that gets no answer at
     /// all (a server gone silent) then ends, its connection closed.
-    private func retrying<T: Sendable>(
+    func retrying<T: Sendable>(
         on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let limit = window + .milliseconds(10) * rows
@@ -680,40 +389,6 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
         return Row(columns)
     }
-}
-
-/// A store as a member of a queue's fleet: a random id, and the machine and pid it runs in, so that a
-/// daemon of the same machine (the same boot and pid namespace) can tell that its predecessor is gone.
-struct FleetMember: Sendable {
-    var id: String
-    /// The machine's name, for messages.
-    var host: String
-    /// Where `pid` means something: this boot of the kernel and its pid namespace (containers
-    /// on one machine share its name, not their pids).
-    var machine: String
-    var pid: Int64
-
-    static func make() -> FleetMember {
-        FleetMember(id: UUID().uuidString, host: machineName, machine: machineIdentity, pid: Int64(getpid()))
-    }
-
-    /// `BOOT-ID pid:[INODE]`: the kernel's boot id and this process's pid namespace.
-    static let machineIdentity: String = {
-        let namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid")) ?? "pid:[?]"
-        return (BootID.current ?? machineName) + " " + namespace
-    }()
-
-    /// gethostname(2): the kernel's name for this machine, without a DNS lookup.
-    static var machineName: String {
-        var name = [CChar](repeating: 0, count: 256)
-        guard gethostname(&name, name.count - 1) == 0 else { return "unknown" }
-        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-}
-
-/// This store's downloads were taken over by another member of the queue.
-struct QueueTaken: Error {
-    var message: String
 }
 
 /// No answer from the server within the store's window.

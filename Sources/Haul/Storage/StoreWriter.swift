@@ -190,6 +190,13 @@ final class StoreWriter: Sendable {
         /// store reads here (there is no other record of it).
         var failure: DownloadError?
         var transactions = 0
+
+        /// Keeps `error` as the failure unless there is one; whether it was the first.
+        mutating func recordFailure(_ error: DownloadError) -> Bool {
+            guard failure == nil else { return false }
+            failure = error
+            return true
+        }
         /// Rows whose insert is in the transaction being written.
         var insertsInFlight: Set<DownloadID> = []
         /// A pending change asked to be written within one ``lingerStep``, not ``linger``.
@@ -225,16 +232,15 @@ final class StoreWriter: Sendable {
     /// the first one, if it had failed already.
     func fail(_ error: any Error) -> DownloadError {
         let candidate = failure(error)
-        let (failure, first) = state.withLock { state in
-            if let failure = state.failure { return (failure, false) }
-            state.failure = candidate
-            return (candidate, true)
-        }
-        if first {
-            let database = database
-            Task { await database.failed() }
-        }
+        let (failure, first) = state.withLock { state in (state.failure ?? candidate, state.recordFailure(candidate)) }
+        if first { tellDatabaseItFailed() }
         return failure
+    }
+
+    /// The first failure: the database is told, once (``StoreDatabase/failed()``).
+    private func tellDatabaseItFailed() {
+        let database = database
+        Task { await database.failed() }
     }
 
     /// Transactions written so far (for tests: group commits make this much smaller than the changes).
@@ -367,18 +373,11 @@ final class StoreWriter: Sendable {
             let (waiters, firstFailure) = state.withLock { state in
                 state.transactions += 1
                 state.insertsInFlight = []
-                var first = false
-                if case .failure(let error) = outcome, state.failure == nil {
-                    state.failure = error
-                    first = true
-                }
+                let first = if case .failure(let error) = outcome { state.recordFailure(error) } else { false }
                 defer { state.inflightWaiters = [] }
                 return (state.inflightWaiters, first)
             }
-            if firstFailure {
-                let database = database
-                Task { await database.failed() }
-            }
+            if firstFailure { tellDatabaseItFailed() }
             switch outcome {
             case .success:
                 for waiter in waiters { waiter.resume() }
