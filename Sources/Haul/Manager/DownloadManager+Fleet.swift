@@ -104,8 +104,12 @@ extension DownloadManager {
     /// longer runs what only the eldest member may. Said once.
     func haltFleetMember(_ failure: DownloadError) {
         isEldestOfFleet = false
+        // Said even when an attempt that ended halted the downloads first (halt() says nothing).
+        if !fleetFailureSaid {
+            fleetFailureSaid = true
+            downloader.configuration.logger.error("stopping every download and upload: \(failure.message)")
+        }
         guard !halted else { return }
-        downloader.configuration.logger.error("stopping every download and upload: \(failure.message)")
         halt(failure)
         for id in uploadIDs([.running]) { Task { await self.stopUpload(id, .shutdown) } }
     }

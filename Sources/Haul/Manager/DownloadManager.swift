@@ -134,6 +134,8 @@ public actor DownloadManager {
     /// A look at the fleet is under way (``takeOver()``), and how many were made.
     var looking = false
     var looks = 0
+    /// The store's failure was said in the log (``haltFleetMember(_:)``).
+    var fleetFailureSaid = false
     /// Downloads removed while a look read the rows held: not brought back from what it read.
     var removedWhileLooking: Set<ID> = []
     /// This manager's store is the eldest live member of the fleet (always, outside one): it
