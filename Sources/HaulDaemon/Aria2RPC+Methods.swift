@@ -4,6 +4,7 @@ import Haul
 extension Aria2RPC {
     func dispatch(_ method: String, _ p: Parameters, _ exchange: inout Exchange) async throws(RPCError) -> JSONValue {
         if Self.uploadControls.contains(method), let upload = await upload(try p.gid(0)) { return try await control(upload, method, p) }
+        if let answer = try await carry(method, p, exchange) { return answer }
         switch method {
         case "aria2.addUri": return try await addURI(p)
         case "aria2.addMetalink": return try await addMetalink(p)
@@ -12,18 +13,25 @@ extension Aria2RPC {
         case "aria2.remove", "aria2.forceRemove": return try await remove(p)
         case "aria2.pause", "aria2.forcePause": return try await pause(p)
         case "aria2.pauseAll", "aria2.forcePauseAll":
+            // In a fleet, the pool too: claimed here, so that nobody starts it meanwhile.
+            if fleet != nil, !exchange.carried {
+                do { try await manager.claimPool() } catch { throw .failed(error.message) }
+            }
             await manager.pauseAll()
+            try await carryEverywhere(method, exchange)
             return "OK"
         case "aria2.unpause": return try await unpause(p)
         case "aria2.unpauseAll":
             await manager.resumeAll()
+            try await carryEverywhere(method, exchange)
             return "OK"
         case "aria2.tellStatus":
             let download = try await fleetDownload(p.gid(0))
             return await statusObjects([download], keys: try p.keys(1), bitfield: true)[0]
         case "aria2.tellActive":
             let keys = try p.keys(0)
-            let active = await manager.active()
+            let active: [DownloadManager.Download]
+            do { active = try await manager.fleetActive() } catch { throw .failed(error.message) }
             try exchange.charge(active.count)
             return .array(await statusObjects(active, keys: keys))
         case "aria2.tellWaiting", "aria2.tellStopped":
@@ -45,9 +53,10 @@ extension Aria2RPC {
         case "aria2.changeOption": return try await changeOption(p)
         case "aria2.getGlobalOption": return await globalOptions()
         case "aria2.changeGlobalOption": return try await changeGlobalOption(p, exchange)
-        case "aria2.getGlobalStat": return await globalStat()
+        case "aria2.getGlobalStat": return try await globalStat()
         case "aria2.purgeDownloadResult":
             await manager.removeAllStopped()
+            try await carryEverywhere(method, exchange)
             return "OK"
         case "aria2.removeDownloadResult": return try await removeResult(p)
         case "aria2.getVersion":
@@ -349,8 +358,10 @@ extension Aria2RPC {
         if !applied.isEmpty { logger.notice("settings saved by changeGlobalOption applied: \(applied.joined(separator: ", "))") }
     }
 
-    func globalStat() async -> JSONValue {
-        let totals = await manager.totals()
+    /// Across the fleet, when there is one.
+    func globalStat() async throws(RPCError) -> JSONValue {
+        let totals: DownloadManager.Totals
+        do { totals = try await manager.fleetTotals() } catch { throw .failed(error.message) }
         let stopped = String(totals.completed + totals.failed)
         return [
             "downloadSpeed": .string(String(Int64(totals.bytesPerSecond))),
@@ -393,13 +404,100 @@ extension Aria2RPC {
 
     /// aria2's paging of the waiting or stopped list: `count` from `offset` forwards, or for a
     /// negative offset from that far from the end backwards (-1 is the last, listed first).
-    /// Costs the page, not the list; the page is charged to `exchange` before it is read.
+    /// Costs the page, not the list; the page is charged to `exchange` before it is read. In a
+    /// fleet, the list of the whole queue.
     func page(waiting: Bool, offset: Int, count: Int, _ exchange: inout Exchange) async throws(RPCError) -> [DownloadManager.Download] {
-        let total = waiting ? await manager.waitingCount : await manager.stoppedCount
+        let list: DownloadManager.FleetList = waiting ? .waiting : .stopped
+        let total: Int
+        do { total = try await manager.fleetCount(list) } catch { throw .failed(error.message) }
         guard let (start, limit, reversed) = Self.pageBounds(total: total, offset: offset, count: count) else { return [] }
         try exchange.charge(limit)
-        let page = waiting ? await manager.waiting(from: start, limit: limit) : await manager.stopped(from: start, limit: limit)
+        let page: [DownloadManager.Download]
+        do { page = try await manager.fleetDownloads(list, from: start, limit: limit) } catch { throw .failed(error.message) }
         return reversed ? page.reversed() : page
+    }
+
+    // MARK: The fleet
+
+    /// Joins `fleet`: the calls it carries here are answered here.
+    func link(_ fleet: FleetLink) {
+        self.fleet = fleet
+        fleet.answerCalls { [weak self] method, params in
+            await self?.answerCarried(method, params) ?? ["error": RPCError.failed("this daemon is stopping").json]
+        }
+    }
+
+    /// A call another daemon of the fleet carried here: answered as if asked here (that daemon
+    /// checked the caller's token), as `{"result": …}` or `{"error": …}`.
+    func answerCarried(_ method: String, _ params: [JSONValue]) async -> JSONValue {
+        guard Self.carried.contains(method) else { return ["error": RPCError.noSuchMethod(method).json] }
+        var exchange = Exchange(client: "another daemon of the fleet", carried: true)
+        let answer: JSONValue
+        do { answer = ["result": try await dispatch(method, Parameters(values: params), &exchange)] } catch {
+            answer = ["error": error.json]
+        }
+        await settleForFleet()
+        return answer
+    }
+
+    /// In a fleet, writes the changes made so far, so that the other daemons see them (one
+    /// commit per request, not per call: a multicall of 1000 `addUri` costs one). A failure is
+    /// the store's, said at its next write.
+    func settleForFleet() async {
+        guard manager.queueIsShared else { return }
+        try? await manager.flushForFleet()
+    }
+
+    /// In a fleet, carries `method` (one of the whole queue's: `pauseAll`, `unpauseAll`,
+    /// `purgeDownloadResult`) to every other live daemon, all at once; says which did not answer.
+    func carryEverywhere(_ method: String, _ exchange: Exchange) async throws(RPCError) {
+        guard let fleet, !exchange.carried else { return }
+        let peers = await manager.fleetPeers().filter { !$0.isThisDaemon }
+        let failures = await withTaskGroup(of: String?.self) { group in
+            for peer in peers {
+                group.addTask {
+                    do throws(RPCError) {
+                        _ = try await fleet.call(peer, method, [])
+                        return nil
+                    } catch {
+                        return "\(peer.name): \(error.message)"
+                    }
+                }
+            }
+            return await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
+        }
+        guard failures.isEmpty else {
+            throw .failed("\(method) was done here, but not by every daemon of the fleet: \(failures.sorted().joined(separator: "; "))")
+        }
+    }
+
+    /// In a fleet, the answer to a call about a download this daemon does not hold: from the
+    /// daemon that does (carried to it), or after claiming it from the pool (nil: answered here).
+    /// Nil outside a fleet, for a GID prefix, and for a download of this daemon's.
+    func carry(_ method: String, _ p: Parameters, _ exchange: Exchange) async throws(RPCError) -> JSONValue? {
+        guard let fleet, !exchange.carried, Self.carried.contains(method), p.count > 0, let gid = try? p.gid(0), gid.count == 16,
+            let id = DownloadID(gid)
+        else { return nil }
+        let holder: DownloadManager.Holder
+        do { holder = try await manager.holder(of: id) } catch { throw .failed(error.message) }
+        switch holder {
+        case .thisDaemon, .nobody:
+            return nil
+        case .pool:
+            // Read where it waits (fleetDownload); anything else claims it and acts here.
+            guard method != "aria2.tellStatus" else { return nil }
+            do { _ = try await manager.claimOffered(id) } catch { throw .failed(error.message) }
+            return nil
+        case .gone:
+            guard method != "aria2.tellStatus" else { return nil }
+            throw .failed("GID#\(gid) is being taken over from a daemon of the fleet that is gone; ask again in a moment")
+        case .peer(let peer):
+            do { return try await fleet.call(peer, method, p.values) } catch {
+                // The record answers tellStatus when its daemon does not.
+                guard method == "aria2.tellStatus" else { throw error }
+                return nil
+            }
+        }
     }
 
     /// Where aria2's page of `count` at `offset` lies in a list of `total`, or nil when it is empty.

@@ -33,6 +33,8 @@ public actor Aria2RPC {
     let logger: Logger
     /// When wrong tokens are answered, per client address.
     private var backoff = WrongTokenBackoff()
+    /// In a fleet, the other daemons: calls about the downloads they hold are carried to them.
+    var fleet: FleetLink?
 
     init(
         manager: DownloadManager, downloader: Downloader, secret: String?, globals: GlobalOptions,
@@ -94,6 +96,16 @@ public actor Aria2RPC {
         .init(name: "haul.addUpload", access: .changes), .init(name: "haul.tellUploads", access: .reads),
     ]
 
+    /// aria2's methods about one download (its GID first) that the daemon holding it answers:
+    /// in a fleet, carried to it (``carry(_:_:_:)``).
+    static let carried: Set<String> = [
+        "aria2.remove", "aria2.forceRemove", "aria2.pause", "aria2.forcePause", "aria2.unpause", "aria2.tellStatus",
+        "aria2.getUris", "aria2.getFiles", "aria2.getServers", "aria2.changePosition", "aria2.changeUri", "aria2.getOption",
+        "aria2.changeOption", "aria2.removeDownloadResult",
+        // The whole queue's, carried to every daemon (carryEverywhere).
+        "aria2.pauseAll", "aria2.forcePauseAll", "aria2.unpauseAll", "aria2.purgeDownloadResult",
+    ]
+
     /// aria2's methods that take an upload's GID as well as a download's.
     static let uploadControls: Set<String> = [
         "aria2.tellStatus", "aria2.remove", "aria2.forceRemove", "aria2.pause", "aria2.forcePause", "aria2.unpause", "aria2.removeDownloadResult",
@@ -123,6 +135,12 @@ public actor Aria2RPC {
         var client: String?
         /// Downloads listed so far in the request's answers (tellActive, tellWaiting, tellStopped).
         var listed = 0
+        /// Carried here by another daemon of the fleet, which checked the token: answered here,
+        /// never carried on again.
+        var carried = false
+        /// A call that may change the queue ran: in a fleet, its changes are written before the
+        /// answer goes out, so that a call through another daemon sees them.
+        var changed = false
 
         /// Counts `count` more downloads into the answer, or refuses the call that would take it
         /// past ``Aria2RPC/maxListedPerRequest``.
@@ -159,6 +177,7 @@ public actor Aria2RPC {
     public func respond(to body: some DataProtocol, readOnly: Bool = false, client: String? = nil) async -> JSONValue {
         var exchange = Exchange(readOnly: readOnly, client: client)
         let answer = await respond(to: body, &exchange)
+        if exchange.changed { await settleForFleet() }
         if exchange.refused {
             let until = backoff.answerTime(for: WrongTokenBackoff.bucket(client ?? ""), at: .now)
             try? await Task.sleep(until: until, clock: .continuous)
@@ -229,6 +248,7 @@ public actor Aria2RPC {
             throw .failed("\(method) changes the daemon's state, which the GET form of /jsonrpc never does; send it by POST or over the WebSocket")
         }
         if method == "system.multicall" { return try await multicall(Parameters(values: params), &exchange) }
+        if !Self.readOnlyMethods.contains(method) { exchange.changed = true }
         return try await dispatch(method, Parameters(values: params), &exchange)
     }
 

@@ -138,6 +138,8 @@ extension DownloadManager.Download {
             "pieceLength": .string(String(Self.pieceLength)),
             "numPieces": .string(String(max(1, (totalLength + Self.pieceLength - 1) / Self.pieceLength))),
         ]
+        // Haul's own: in a fleet, the daemon that holds it (HOST/PID).
+        if let daemon { object["daemon"] = .string(daemon) }
         if let code = aria2ErrorCode {
             object["errorCode"] = .string(code)
             object["errorMessage"] = .string(aria2Status == "error" ? error?.message ?? "" : "")

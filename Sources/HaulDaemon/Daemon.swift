@@ -67,6 +67,12 @@ public enum Daemon {
             globals: globalOptions(configuration), logger: logger, mirrors: mirrors,
             requestShutdown: { shutdownRequests.request() })
         await rpc.restoreSavedOptions(except: configuration.explicitOptions)
+        // A fleet's daemons carry calls and notifications to one another.
+        let fleet = manager.queueIsShared ? await FleetLink(manager: manager, logger: logger) : nil
+        if let fleet {
+            await rpc.link(fleet)
+            notifier.link(fleet)
+        }
         let listener = Listener(
             configuration: configuration, rpc: rpc, notifier: notifier, metrics: metrics, logger: logger, onRunning: onRunning)
         // Started first to last, shut down last to first: the mirrors stop their runs first,
@@ -82,7 +88,7 @@ public enum Daemon {
                     service: ManagerService(manager: manager, downloader: downloader),
                     successTerminationBehavior: .gracefullyShutdownGroup),
                 .init(service: mirrors, successTerminationBehavior: .ignore),
-            ],
+            ] + (fleet.map { [.init(service: $0, successTerminationBehavior: .ignore)] } ?? []),
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         services.maximumGracefulShutdownDuration = .seconds(20)
         defer { DaemonEndpoint.remove(stateDirectory: configuration.stateDirectory) }

@@ -18,6 +18,8 @@ final class Notifier: Service {
     private struct Subscribers {
         var streams: [UUID: AsyncStream<JSONValue>.Continuation] = [:]
         var isClosed = false
+        /// The other daemons of a fleet, which get this one's notifications.
+        var fleet: FleetLink?
     }
     private let subscribers = Mutex(Subscribers())
 
@@ -48,6 +50,13 @@ final class Notifier: Service {
         return stream
     }
 
+    /// In a fleet: sends this daemon's notifications to the others' clients, and theirs to its own.
+    func link(_ fleet: FleetLink) {
+        subscribers.withLock { $0.fleet = fleet }
+        fleet.deliverNotifications(
+            to: { [weak self] in self?.send($0) }, listeners: { [weak self] in self?.subscribers.withLock { $0.streams.count } ?? 0 })
+    }
+
     /// Ends every subscriber's stream, now and from now on.
     func close() {
         let streams = subscribers.withLock { subscribers in
@@ -58,6 +67,7 @@ final class Notifier: Service {
         for stream in streams { stream.finish() }
     }
 
+    /// Gives `message` to this daemon's clients.
     private func send(_ message: JSONValue) {
         let streams = subscribers.withLock { Array($0.streams.values) }
         for stream in streams { stream.yield(message) }
@@ -72,7 +82,9 @@ final class Notifier: Service {
             if case .started = event { transferring.insert(event.id) } else if event.isTerminal { transferring.remove(event.id) }
             guard let name = Self.notification(for: event) else { continue }
             if name == "aria2.onDownloadPause" || name == "aria2.onDownloadStop", !wasTransferring { continue }
-            send(["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id.description)]]])
+            let notification: JSONValue = ["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id.description)]]]
+            send(notification)
+            subscribers.withLock { $0.fleet }?.relay(notification)
             switch event {
             case .completed(let id, let result):
                 logger.notice("\(id) complete: \(result.path)")

@@ -8,7 +8,9 @@ struct ListCommand: AsyncParsableCommand {
         abstract: "List the daemon's downloads: active, then waiting and paused, then stopped; then its mirrors and uploads.",
         discussion: """
             Columns: GID, STATUS (active, waiting, paused, error, complete, removed), PROGRESS, SIZE, \
-            SPEED, ETA, NAME. With --json, the aria2 status objects as the daemon sent them, for jq.
+            SPEED, ETA, NAME; in a fleet (daemons sharing a queue on PostgreSQL), the whole fleet's \
+            downloads, with DAEMON before NAME: the one that holds each (HOST/PID; - while it waits \
+            to be claimed). With --json, the aria2 status objects as the daemon sent them, for jq.
 
             The daemon's mirrors (haul mirror --every) follow the table (not the JSON), a line each with their files grouped: \
             ID, STATUS (active, waiting for the next run, complete, error), FILES (while it runs: \
@@ -104,19 +106,22 @@ struct ListCommand: AsyncParsableCommand {
         return Table.render(rows, rightAligned: [3])
     }
 
+    /// The downloads, a line each; in a fleet, with the DAEMON that holds each (`-` for one
+    /// waiting in the pool).
     static func table(_ downloads: [RemoteDownload]) -> String {
-        var rows = [["GID", "STATUS", "PROGRESS", "SIZE", "SPEED", "ETA", "NAME"]]
+        let fleet = downloads.contains { $0.daemon != nil }
+        var rows = [["GID", "STATUS", "PROGRESS", "SIZE", "SPEED", "ETA"] + (fleet ? ["DAEMON"] : []) + ["NAME"]]
         for download in downloads {
             let size = download.totalLength > 0 ? download.totalLength : download.completedLength
-            rows.append([
-                download.gid,
-                download.status,
-                download.percent ?? "-",
-                size > 0 ? Format.bytes(size) : "-",
-                download.status == "active" && download.downloadSpeed > 0 ? Format.rate(Double(download.downloadSpeed)) : "-",
-                download.eta.map(Format.duration) ?? "-",
-                download.name,
-            ])
+            rows.append(
+                [
+                    download.gid,
+                    download.status,
+                    download.percent ?? "-",
+                    size > 0 ? Format.bytes(size) : "-",
+                    download.status == "active" && download.downloadSpeed > 0 ? Format.rate(Double(download.downloadSpeed)) : "-",
+                    download.eta.map(Format.duration) ?? "-",
+                ] + (fleet ? [download.daemon ?? "-"] : []) + [download.name])
         }
         return Table.render(rows, rightAligned: [2, 3, 4, 5])
     }

@@ -13,12 +13,14 @@ struct RemoteDownload {
     /// The keys the client commands read, so a long list stays small on the wire.
     static let keys = [
         "gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections",
-        "dir", "files", "errorCode", "errorMessage",
+        "dir", "files", "errorCode", "errorMessage", "daemon",
     ]
 
     var gid: String { json["gid"]?.string ?? "?" }
     /// active, waiting, paused, error, complete or removed.
     var status: String { json["status"]?.string ?? "?" }
+    /// In a fleet, the daemon that holds it (`HOST/PID`); nil outside one, or in the pool.
+    var daemon: String? { json["daemon"]?.string }
     var totalLength: Int64 { json["totalLength"]?.integer ?? 0 }
     var completedLength: Int64 { json["completedLength"]?.integer ?? 0 }
     /// An upload's object (`haul.tellUploads`, or `tellStatus` of an upload's GID) rather than a download's.

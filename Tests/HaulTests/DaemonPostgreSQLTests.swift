@@ -18,6 +18,132 @@ struct DaemonPostgreSQLTests {
 
     static func completed(_ status: JSONValue) -> Int64 { Int64(status["completedLength"]?.string ?? "") ?? 0 }
 
+    /// How the fleet names `daemon`: `HOST/PID`.
+    static func name(_ daemon: DaemonProcess) -> String {
+        "\(hostName())/\(daemon.process.process.processIdentifier)"
+    }
+
+    /// gethostname(2), as the daemons name their machine.
+    static func hostName() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count - 1)
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// One door for the whole fleet: a download added through one daemon is listed, counted,
+    /// paused, changed and removed through the other, which carries each call to the daemon that
+    /// holds it (or claims it from the pool first); the WebSocket clients of one hear of the
+    /// other's downloads.
+    @Test func anyDaemonAnswersForTheWholeFleet() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let slow = Self.serve(server, "/slow.bin", seed: 31, size: 192 << 10, bytesPerSecond: 64 << 10)
+                _ = Self.serve(server, "/held.bin", seed: 32, size: 4 << 20, bytesPerSecond: 64 << 10)
+                for number in 0..<24 {
+                    _ = Self.serve(server, "/q\(number).bin", seed: UInt64(300 + number), size: 16 << 10, bytesPerSecond: 32 << 10)
+                }
+                let arguments = ["--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-j", "1", "-q"]
+                try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { first in
+                    try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
+                        // A WebSocket client of the second, for the first's notifications.
+                        let port = second.endpoint.port
+                        let heard = Task.detached {
+                            try WebSocketProbe.collect(port: port, send: [], timeout: 30) { $0.contains("aria2.onDownloadComplete") }
+                        }
+                        // Its client is known to the first within a look or two.
+                        try await Task.sleep(for: .seconds(1))
+                        let gid = try #require(try await first.call("aria2.addUri", [[.string(server.url("/slow.bin"))]]).string)
+                        _ = try await first.waitFor(gid) { $0["status"] == "active" }
+                        // Through the second: its status (carried to the first), the fleet's
+                        // active list and counts.
+                        let status = try await second.call("aria2.tellStatus", [.string(gid), ["status", "daemon"]])
+                        #expect(status == ["status": "active", "daemon": .string(Self.name(first))])
+                        let active = try await second.call("aria2.tellActive", [["gid", "daemon"]])
+                        #expect(active.array?.contains(["gid": .string(gid), "daemon": .string(Self.name(first))]) == true, "\(active)")
+                        let stat = try await second.call("aria2.getGlobalStat")
+                        #expect(stat["numActive"] == "1" && stat["numWaiting"] == "0", "\(stat)")
+
+                        // Paused, changed, listed and removed through the second; the first holds it.
+                        let held = try #require(
+                            try await first.call("aria2.addUri", [[.string(server.url("/held.bin"))], ["pause": "true"]]).string)
+                        let waiting = try await second.call("aria2.tellWaiting", [0, 10, ["gid", "status", "daemon"]])
+                        #expect(waiting == [["gid": .string(held), "status": "paused", "daemon": .string(Self.name(first))]])
+                        #expect(try await second.call("aria2.changeOption", [.string(held), ["max-download-limit": "10K"]]) == "OK")
+                        #expect(try await first.call("aria2.getOption", [.string(held)])["max-download-limit"] == "10240")
+                        #expect(try await second.call("aria2.unpause", [.string(held)]) == .string(held))
+                        _ = try await first.waitFor(held) { $0["status"] == "waiting" || $0["status"] == "active" }
+                        #expect(try await second.call("aria2.pause", [.string(held)]) == .string(held))
+                        _ = try await first.waitFor(held) { $0["status"] == "paused" }
+                        #expect(try await second.call("aria2.remove", [.string(held)]) == .string(held))
+                        await #expect(throws: RPCClient.Failure.self) { try await first.call("aria2.tellStatus", [.string(held)]) }
+                        // An error is the holder's own.
+                        let refusal = await #expect(throws: RPCClient.Failure.self) { try await second.call("aria2.unpause", [.string(gid)]) }
+                        #expect(refusal?.description == "GID#\(gid) cannot be unpaused now")
+
+                        // The first's notification reached the second's client.
+                        let messages = try await heard.value
+                        #expect(messages.contains { $0.contains("aria2.onDownloadComplete") && $0.contains(gid) }, "\(messages)")
+                        let done = try await second.call("aria2.tellStatus", [.string(gid), ["status", "completedLength"]])
+                        #expect(done == ["status": "complete", "completedLength": .string(String(slow.count))])
+
+                        // A download waiting in the pool is claimed by the daemon asked to pause it.
+                        let calls: [JSONValue] = (0..<24).map { number in
+                            ["methodName": "aria2.addUri", "params": first.tokenParams([[.string(server.url("/q\(number).bin"))]])]
+                        }
+                        let added = try await first.call("system.multicall", [.array(calls)])
+                        let queued = (added.array ?? []).compactMap { $0.array?.first?.string }
+                        var pooled: String?
+                        let deadline = ContinuousClock.now + .seconds(10)
+                        while pooled == nil, ContinuousClock.now < deadline {
+                            for gid in queued.reversed() {
+                                let status = try await second.call("aria2.tellStatus", [.string(gid), ["status", "daemon"]])
+                                if status == ["status": "waiting"] { pooled = gid }
+                            }
+                            try await Task.sleep(for: .milliseconds(50))
+                        }
+                        let offered = try #require(pooled, "a download in the pool")
+                        #expect(try await second.call("aria2.pause", [.string(offered)]) == .string(offered))
+                        let claimed = try await first.call("aria2.tellStatus", [.string(offered), ["status", "daemon"]])
+                        #expect(claimed == ["status": "paused", "daemon": .string(Self.name(second))])
+
+                        // pauseAll through one daemon pauses the whole queue, the pool's too;
+                        // unpauseAll through the other resumes it, and the fleet finishes it.
+                        #expect(try await second.call("aria2.pauseAll") == "OK")
+                        var totals: JSONValue = [:]
+                        let paused = ContinuousClock.now + .seconds(10)
+                        while ContinuousClock.now < paused {
+                            totals = try await first.call("aria2.getGlobalStat")
+                            if totals["numActive"] == "0" { break }
+                            try await Task.sleep(for: .milliseconds(50))
+                        }
+                        let unfinished = try await first.call("aria2.tellWaiting", [0, 100, ["status"]])
+                        #expect(totals["numActive"] == "0" && unfinished.array?.count == Int(totals["numWaiting"]?.string ?? ""), "\(totals)")
+                        #expect(unfinished.array?.allSatisfy { $0 == ["status": "paused"] } == true, "\(unfinished)")
+                        #expect(try await first.call("aria2.unpauseAll") == "OK")
+                        let finished = ContinuousClock.now + .seconds(40)
+                        while ContinuousClock.now < finished {
+                            totals = try await second.call("aria2.getGlobalStat")
+                            if totals["numStopped"] == "25" { break }
+                            try await Task.sleep(for: .milliseconds(100))
+                        }
+                        #expect(totals["numStopped"] == "25" && totals["numWaiting"] == "0", "\(totals)")
+                        // haul ls through either lists the whole fleet's, with the daemon of each.
+                        let listed = try await HaulProcess.capture(["ls", "--state-dir", second.stateDirectory], in: dir.path)
+                        let lines = listed.stdout.split(separator: "\n")
+                        #expect(listed.status == 0 && lines.first?.contains("DAEMON") == true, "\(listed)")
+                        #expect(lines.count == 26 && lines.contains { $0.contains(gid) && $0.contains(Self.name(first)) }, "\(listed.stdout)")
+                        #expect(lines.contains { $0.contains(Self.name(second)) }, "\(listed.stdout)")
+                        #expect(try await second.stop() == 0, "\(second.log)")
+                    }
+                    #expect(try await first.stop() == 0, "\(first.log)")
+                }
+                #expect(dir.contents("downloads/slow.bin") == slow)
+            }
+        }
+    }
+
     @Test func aKilledDaemonsQueueIsContinuedByADaemonWithAnotherStateFolder() async throws {
         try await PostgresServer.with { postgres in
             try await FaultServer.withServer { server in
@@ -72,9 +198,11 @@ struct DaemonPostgreSQLTests {
                         let smallGID = try #require(try await second.call("aria2.addUri", [[.string(server.url("/small.bin"))]]).string)
                         _ = try await second.waitFor(smallGID) { $0["status"] == "complete" }
                         _ = try await first.waitFor(bigGID) { Self.completed($0) >= 2 << 20 }
-                        // Each runs its own.
-                        #expect(try await first.call("aria2.getGlobalStat")["numActive"] == "1")
-                        #expect(try await second.call("aria2.getGlobalStat")["numActive"] == "0")
+                        // Each runs its own; either counts the fleet's.
+                        #expect(try await first.call("aria2.tellStatus", [.string(bigGID), ["daemon"]]) == ["daemon": .string(Self.name(first))])
+                        #expect(
+                            try await second.call("aria2.tellStatus", [.string(smallGID), ["daemon"]]) == ["daemon": .string(Self.name(second))])
+                        #expect(try await second.call("aria2.getGlobalStat")["numActive"] == "1")
                         try await first.kill()
                         return bigGID
                     }
@@ -115,23 +243,30 @@ struct DaemonPostgreSQLTests {
                         let added = try await first.call("system.multicall", [.array(calls)])
                         let gids = (added.array ?? []).compactMap { $0.array?.first?.string }
                         #expect(gids.count == contents.count)
+                        // getGlobalStat counts the whole fleet, through either daemon.
                         var stopped = (first: 0, second: 0)
                         let deadline = ContinuousClock.now + .seconds(90)
                         while ContinuousClock.now < deadline {
                             stopped.first = Int(try await first.call("aria2.getGlobalStat")["numStopped"]?.string ?? "") ?? 0
                             stopped.second = Int(try await second.call("aria2.getGlobalStat")["numStopped"]?.string ?? "") ?? 0
-                            if stopped.first + stopped.second >= contents.count { break }
+                            if stopped.first >= contents.count, stopped.second >= contents.count { break }
                             try await Task.sleep(for: .milliseconds(100))
                         }
-                        #expect(stopped.first + stopped.second == contents.count)
-                        #expect(stopped.first > 0 && stopped.second > 0, "both ran some: \(stopped)")
+                        #expect(stopped.first == contents.count && stopped.second == contents.count, "\(stopped)")
+                        // tellStopped lists the whole fleet's, each with the daemon that ran it.
+                        let list = try await second.call("aria2.tellStopped", [0, 1000, ["gid", "daemon"]])
+                        #expect(Set((list.array ?? []).compactMap { $0["gid"]?.string }) == Set(gids))
+                        let runners = Dictionary(grouping: list.array ?? [], by: { $0["daemon"]?.string ?? "" }).mapValues(\.count)
+                        #expect(
+                            Set(runners.keys) == [Self.name(first), Self.name(second)] && !runners.values.contains(0),
+                            "both ran some: \(runners)")
                         // What each did, on /metrics.
                         let secret = [("Authorization", "Bearer s3cret")]
                         let offering = Exposition(try await MetricsTests().scrape(first, headers: secret).text)
                         let claiming = Exposition(try await MetricsTests().scrape(second, headers: secret).text)
                         #expect(offering.problems.isEmpty && claiming.problems.isEmpty, "\(offering.problems) \(claiming.problems)")
                         #expect((offering.samples["haul_fleet_offers_total"] ?? 0) > 0)
-                        #expect((claiming.samples["haul_fleet_claims_total"] ?? 0) >= Double(stopped.second))
+                        #expect((claiming.samples["haul_fleet_claims_total"] ?? 0) >= Double(runners[Self.name(second)] ?? 0))
                         #expect(claiming.samples["haul_fleet_takeovers_total"] == 0)
                         #expect((claiming.samples["haul_fleet_lease_renewals_total"] ?? 0) > 0)
                         // Any GID, through either daemon.

@@ -191,7 +191,7 @@ struct PostgreSQLStoreTests {
                 try await group.waitForAll()
             }
             let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
-            #expect(versions == [1, 2, 3])
+            #expect(versions == [1, 2, 3, 4])
             for store in stores { try await store.close() }
             // A store opened later finds it done.
             let later = try Self.store(postgres)
@@ -266,10 +266,10 @@ struct PostgreSQLStoreTests {
             #expect(try await Self.held(second) == [2])
             #expect(try await first.rows(queue: "daemon").count == 2, "every member sees the whole queue")
             // Both live: nothing to take over.
-            #expect(try await first.takeOver("daemon").taken == 0)
+            #expect(try await first.takeOver("daemon", publishing: "").taken == 0)
             // A member that leaves hands its rows to the next to look, at once.
             try await second.close()
-            #expect(try await first.takeOver("daemon").taken == 1)
+            #expect(try await first.takeOver("daemon", publishing: "").taken == 1)
             #expect(try await Self.held(first) == [1, 2])
             try await first.close()
         }
@@ -291,7 +291,8 @@ struct PostgreSQLStoreTests {
             }
             let claimers = try [Self.store(postgres), Self.store(postgres)]
             for claimer in claimers { try await claimer.join("daemon") }
-            #expect(try await offering.takeOver("daemon") == FleetLook(taken: 0, others: 2))
+            let look = try await offering.takeOver("daemon", publishing: "")
+            #expect(look.taken == 0 && look.others == 2 && look.members.count == 3)
             try await offering.offer(ids)
             #expect(try await Self.held(offering).isEmpty)
             // The first claimed is the one of the highest priority, then positions in order.
@@ -312,7 +313,7 @@ struct PostgreSQLStoreTests {
             #expect(try await Self.held(claimers[0]).count + Self.held(claimers[1]).count == 200)
             #expect(try await claimers[0].claim(queue: "daemon", limit: 7).isEmpty)
             try await claimers[1].close()
-            #expect(try await offering.takeOver("daemon").others == 1)
+            #expect(try await offering.takeOver("daemon", publishing: "").others == 1)
             try await claimers[0].close()
             try await offering.close()
         }
@@ -347,9 +348,9 @@ struct PostgreSQLStoreTests {
             let store = try Self.store(postgres)
             try await store.join("daemon")
             #expect(try await Self.held(store).isEmpty)
-            #expect(try await store.takeOver("daemon").taken == 0)
+            #expect(try await store.takeOver("daemon", publishing: "").taken == 0)
             try await Self.setMember(admin, host: "elsewhere", pid: 4242, leaseLeft: -1)
-            #expect(try await store.takeOver("daemon").taken == 1)
+            #expect(try await store.takeOver("daemon", publishing: "").taken == 1)
             #expect(try await Self.held(store) == [4])
             // The member is gone from the queue.
             let members = try await admin.fetch("SELECT count(*) AS n FROM fleetMember WHERE member = 'elsewhere-member'") { $0["n"] as Int64 }
@@ -400,7 +401,7 @@ struct PostgreSQLStoreTests {
                 for heir in heirs { group.addTask { try await heir.join("daemon") } }
                 try await group.waitForAll()
             }
-            for heir in heirs { _ = try await heir.takeOver("daemon") }
+            for heir in heirs { _ = try await heir.takeOver("daemon", publishing: "") }
             let held = try await [Self.held(heirs[0]).count, Self.held(heirs[1]).count]
             #expect(held.sorted() == [0, count], "\(held)")
             let members = try await admin.fetch("SELECT count(*) AS n FROM fleetMember WHERE member = 'elsewhere-member'") { $0["n"] as Int64 }
@@ -432,7 +433,7 @@ struct PostgreSQLStoreTests {
             #expect(try await Self.held(store).isEmpty)
             try await holder.query("ROLLBACK", logger: Logger(label: "test"))
             try await holder.close()
-            #expect(try await store.takeOver("daemon").taken == 1)
+            #expect(try await store.takeOver("daemon", publishing: "").taken == 1)
             try await store.close()
         }
     }

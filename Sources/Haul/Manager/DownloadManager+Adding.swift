@@ -182,7 +182,7 @@ extension DownloadManager {
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func restore() async throws(DownloadError) {
         let look = try await store.join(queue)
-        (fleetOthers, isEldestOfFleet) = (look.others, look.eldest)
+        (fleetOthers, isEldestOfFleet, fleetMembers) = (look.others, look.eldest, look.members)
         try await restore(rows: try await store.heldRows(queue: queue))
         watchFleet()
     }
@@ -280,19 +280,8 @@ extension DownloadManager {
     public func storedDownload(_ id: ID) async throws(DownloadError) -> Download? {
         if let entry = book.entries[id] { return describe(entry) }
         // After this manager's own changes (a download it just removed is gone).
-        guard let row = try await store.row(id), row.queue == queue else { return nil }
-        // Describing a row as restore() would must not move the manager's own counter.
-        let finishOrder = book.nextFinishOrder
-        var download = describe(restoredEntry(row))
-        book.nextFinishOrder = finishOrder
-        // As recorded: one running on another daemon runs (restoring it here would queue it).
-        download.status = row.status
-        if download.progress == nil, !row.recorded.isEmpty || row.totalLength != nil {
-            download.progress = DownloadProgress(
-                destination: row.path, bytesDone: row.status == .completed ? row.resultBytes ?? 0 : row.recorded.byteCount,
-                totalBytes: row.totalLength, bytesPerSecond: 0)
-        }
-        return download
+        return try await storedDownloads("SELECT * FROM download WHERE id = ? AND queue = ?", [id.storedValue.databaseValue, queue.databaseValue])
+            .first
     }
 
     /// ``storedDownloads()``, each with its row: what the store knows of its file.

@@ -102,6 +102,9 @@ extension DownloadManager {
         public var startedAt: ContinuousClock.Instant?
         /// When the last attempt ended, in this process.
         public var endedAt: ContinuousClock.Instant?
+        /// In a fleet, the member that holds it (`HOST/PID`, ``FleetPeer/name``); nil outside
+        /// one, and while it waits in the pool or its member is gone.
+        public var daemon: String?
     }
 
     /// Every download added up.

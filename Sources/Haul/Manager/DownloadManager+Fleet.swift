@@ -38,12 +38,12 @@ extension DownloadManager {
         looks += 1
         do throws(DownloadError) {
             let look: FleetLook
-            do { look = try await store.takeOver(queue) } catch {
+            do { look = try await store.takeOver(queue, publishing: publishedStatus()) } catch {
                 // Rows taken in an earlier batch of a look that then failed are loaded at the next.
                 heldRowsToLoad = true
                 throw error
             }
-            (fleetOthers, isEldestOfFleet) = (look.others, look.eldest)
+            (fleetOthers, isEldestOfFleet, fleetMembers) = (look.others, look.eldest, look.members)
             takenOverRows += look.taken
             // Now and then, the rows the store says are this member's against the book: rows a
             // transaction took but whose answer was lost (it was tried again) are read too.

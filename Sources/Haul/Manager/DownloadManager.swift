@@ -117,6 +117,10 @@ public actor DownloadManager {
     var fleetWatch: Task<Void, Never>?
     /// Other members of the fleet whose lease held at the last look.
     var fleetOthers = 0
+    /// The live members and what each published, as of the last look (``fleetPeers()``).
+    var fleetMembers: [FleetLook.Member] = []
+    /// Clients of this daemon that wait for the fleet's notifications (``setFleetListeners(_:)``).
+    var fleetListeners = 0
     /// A claim from the fleet's pool, or an offer to it, is under way (``claimFromPool()``,
     /// ``offerSurplus()``).
     var claiming = false
@@ -278,7 +282,8 @@ public actor DownloadManager {
             destinationIsFile: path != nil || { if case .file = entry.request.destination { true } else { false } }(),
             status: entry.lifecycle.status, priority: entry.priority, dependencies: entry.dependencies,
             progress: progress, result: entry.lifecycle.result, error: entry.lifecycle.error, request: entry.request,
-            startedAt: runtime?.startedAt.map(ProcessTime.instant), endedAt: runtime?.endedAt.map(ProcessTime.instant))
+            startedAt: runtime?.startedAt.map(ProcessTime.instant), endedAt: runtime?.endedAt.map(ProcessTime.instant),
+            daemon: store.database.memberIdentity?.name)
     }
 
     func wakeIdleWaiters() {

@@ -12,6 +12,8 @@ extension PostgreSQLStoreDatabase {
 
     var leaseRenewals: Int { renewals.load(ordering: .relaxed) }
 
+    var memberIdentity: (id: String, name: String)? { (member.id, member.name) }
+
     var heldCondition: (sql: String, values: [DatabaseValue]) { (" AND owner = ?", [member.id.databaseValue]) }
 
     /// Makes this store a member of `queue`, which any number of daemons may share, and takes
@@ -54,7 +56,7 @@ extension PostgreSQLStoreDatabase {
     /// a transaction, until none is left. Says how many rows became this store's, how many other
     /// members are live, and whether this store is the fleet's eldest; nothing when it is not a
     /// member.
-    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook {
+    func takeOver(_ queue: String, publishing status: String) async throws(DownloadError) -> FleetLook {
         guard queues.withLock({ $0.held.contains(queue) }) else { return FleetLook() }
         let logger = logger
         let member = member
@@ -62,10 +64,10 @@ extension PostgreSQLStoreDatabase {
         do {
             while true {
                 let step = try await transaction(rows: Self.reapBatch) { connection in
-                    try await Self.look(queue, for: member, on: connection, logger: logger)
+                    try await Self.look(queue, for: member, publishing: status, on: connection, logger: logger)
                 }
                 look.taken += step.taken
-                (look.others, look.eldest, look.pooled) = (step.others, step.eldest, step.pooled)
+                (look.others, look.eldest, look.pooled, look.members) = (step.others, step.eldest, step.pooled, step.members)
                 guard step.more else { return look }
             }
         } catch {
@@ -87,16 +89,20 @@ extension PostgreSQLStoreDatabase {
     /// out is never renewed (``renew(_:of:lease:on:logger:)``), so a member found out of its lease
     /// stays gone while its rows move over several batches.
     static func look(
-        _ queue: String, for member: FleetMember, on connection: PostgresConnection, logger: Logger
+        _ queue: String, for member: FleetMember, publishing status: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> FleetLook {
         var look = FleetLook()
+        try await connection.query(
+            "UPDATE fleetMember SET status = \(status) WHERE queue = \(queue) AND member = \(member.id)", logger: logger)
         let live = try await connection.query(
             """
-            SELECT member FROM fleetMember WHERE queue = \(queue) AND leaseUntil >= extract(epoch from clock_timestamp())
-            ORDER BY joinedAt, member
+            SELECT member, host, pid, status FROM fleetMember
+            WHERE queue = \(queue) AND leaseUntil >= extract(epoch from clock_timestamp()) ORDER BY joinedAt, member
             """, logger: logger)
-        var members: [String] = []
-        for try await id in live.decode(String.self) { members.append(id) }
+        for try await (id, host, pid, status) in live.decode((String, String, Int64, String).self) {
+            look.members.append(FleetLook.Member(id: id, name: FleetMember.name(host: host, pid: pid), status: status))
+        }
+        let members = look.members.map(\.id)
         look.others = members.filter { $0 != member.id }.count
         look.eldest = members.first == member.id
         let pooled = try await connection.query(
@@ -220,6 +226,23 @@ extension PostgreSQLStoreDatabase {
         }
     }
 
+    func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] {
+        let logger = logger
+        let member = member
+        let values = ids.map(\.storedValue)
+        do {
+            return try await transaction(rows: ids.count) { connection in
+                let claimed = try await connection.query(
+                    "UPDATE download SET owner = \(member.id) WHERE id = ANY(\(values)) AND owner = '' RETURNING *", logger: logger)
+                var rows: [DownloadRow] = []
+                for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
+                return rows
+            }
+        } catch {
+            throw .io("cannot claim downloads of the fleet in \(location): \(reason(error)); \(advice(error))")
+        }
+    }
+
     /// Extends the lease of every queue in `held`, in the transaction under way; throws
     /// ``QueueTaken`` when this store is no longer a member of one. A lease that ran out is not
     /// renewed, taken over or not yet: once out of it, a member is gone (``look(_:for:on:logger:)``).
@@ -241,7 +264,84 @@ extension PostgreSQLStoreDatabase {
         }
     }
 
+    // MARK: Messages
+
+    /// The channel of `queue`'s messages: `haul.fleet.` and an FNV-1a hash of its name (a
+    /// channel's name is an identifier of at most 63 bytes).
+    static func channel(_ queue: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in queue.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return "haul.fleet." + String(hash, radix: 16)
+    }
+
+    /// Listens for messages to this member in `queue` (`LISTEN`, on a connection of its own, made
+    /// again after it broke); returns once it listens, or once its first attempt failed (said in
+    /// the log, and tried again). Messages sent while it was not listening are lost: a caller
+    /// waits for an answer only so long.
+    func listen(_ queue: String) async -> AsyncStream<FleetMessage> {
+        let (stream, continuation) = AsyncStream.makeStream(of: FleetMessage.self, bufferingPolicy: .bufferingNewest(10_000))
+        let (ready, readied) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let (server, member, logger, location) = (self.server, self.member, self.logger, self.location)
+        let channel = Self.channel(queue)
+        let task = Task {
+            var wait: Duration = .milliseconds(100)
+            var said = false
+            while !Task.isCancelled {
+                do {
+                    let connection = try await Self.connect(server, logger: logger)
+                    do {
+                        try await connection.listen(on: channel) { notifications in
+                            (wait, said) = (.milliseconds(100), false)
+                            readied.yield()
+                            for try await notification in notifications {
+                                if let message = FleetMessage(envelope: notification.payload, to: member.id) { continuation.yield(message) }
+                            }
+                        }
+                    } catch {
+                        try? await connection.close()
+                        throw error
+                    }
+                    try? await connection.close()
+                } catch {
+                    if !said, !Task.isCancelled {
+                        said = true
+                        logger.warning(
+                            "cannot hear the other daemons of the queue \(queue) through \(location) (\(error)); calls carried to this one wait until it can")
+                    }
+                }
+                readied.yield()
+                try? await Task.sleep(for: wait)
+                wait = min(wait * 2, .seconds(5))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        listeners.withLock { $0.append(task) }
+        for await _ in ready { break }
+        return stream
+    }
+
+    /// Sends `body` to `recipient` (a member's id), or to every other member of `queue` (`NOTIFY`).
+    func notify(_ queue: String, _ body: String, to recipient: String?) async throws(DownloadError) {
+        let payload = FleetMessage.envelope(from: member.id, to: recipient, body)
+        guard payload.utf8.count < Self.largestMessage else {
+            throw .invalidRequest("the message is too large to carry to another daemon (\(Self.largestMessage) bytes at most)")
+        }
+        let (logger, channel) = (logger, Self.channel(queue))
+        do {
+            _ = try await retrying(on: reader, rows: 1) { connection in
+                try await connection.query("SELECT pg_notify(\(channel), \(payload))", logger: logger)
+            }
+        } catch {
+            throw .io("cannot reach the other daemons of the queue through \(location): \(reason(error)); \(advice(error))")
+        }
+    }
+
+    /// PostgreSQL's limit on a notification's payload, less one.
+    static let largestMessage = 7999
+
     func close() async throws {
+        for task in listeners.withLock({ $0 }) { task.cancel() }
         await leave(because: "this daemon left the queue (it stopped)")
         await writer.close()
         await reader.close()
@@ -301,6 +401,12 @@ struct FleetMember: Sendable {
     /// on one machine share its name, not their pids).
     var machine: String
     var pid: Int64
+
+    /// How messages and lists name a member: `HOST/PID` (several daemons may run on one machine).
+    static func name(host: String, pid: Int64) -> String { "\(host)/\(pid)" }
+
+    /// This member's ``name(host:pid:)``.
+    var name: String { Self.name(host: host, pid: pid) }
 
     static func make() -> FleetMember {
         FleetMember(id: UUID().uuidString, host: machineName, machine: machineIdentity, pid: Int64(getpid()))

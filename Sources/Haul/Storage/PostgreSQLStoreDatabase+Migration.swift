@@ -95,6 +95,17 @@ extension PostgreSQLStoreDatabase {
                 "CREATE INDEX uploadJob_owner ON uploadJob (queue, owner)",
             ]
         ),
+        (
+            4,
+            [
+                // What each member publishes at every look (PostgreSQLStoreDatabase.look): its
+                // speeds, its running downloads' progress, whether it has listeners for the
+                // fleet's notifications; read by the others to answer for the whole fleet.
+                "ALTER TABLE fleetMember ADD COLUMN status text NOT NULL DEFAULT ''",
+                // The lists of the whole queue (tellWaiting, tellStopped across a fleet).
+                "CREATE INDEX download_status ON download (queue, status)",
+            ]
+        ),
     ]
 
     /// The type of each column of `download`, as v1 made it.

@@ -28,7 +28,7 @@ import Synchronization
 /// lease) writes nothing, and the store fails: a row is only ever written by its owner.
 final class PostgreSQLStoreDatabase: StoreDatabase {
     let location: String
-    private let server: StoreLocation.PostgreSQL
+    let server: StoreLocation.PostgreSQL
     let writer: PostgreSQLConnectionSlot
     let reader: PostgreSQLConnectionSlot
     /// Whether the schema is up to date (``migrateOnce()``).
@@ -38,6 +38,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     let member: FleetMember
     /// The queues this store is a member of, and why it lost them once it has.
     let queues = Mutex<(held: Set<String>, lost: String?, renewal: Task<Void, Never>?)>(([], nil, nil))
+    /// The tasks listening for the fleet's messages (``listen(_:)``), cancelled at ``close()``.
+    let listeners = Mutex<[Task<Void, Never>]>([])
     /// Renewals of this store's lease so far (``leaseRenewals``).
     let renewals = Atomic<Int>(0)
     /// `?` placeholders turned into `$n`, by statement.

@@ -127,9 +127,9 @@ final class Store: Sendable {
 
     /// Takes over the rows of `queue` nobody holds (``StoreDatabase/takeOver(_:)``), after
     /// everything submitted so far is written.
-    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook {
+    func takeOver(_ queue: String, publishing status: String) async throws(DownloadError) -> FleetLook {
         try await writer.flush()
-        return try await database.takeOver(queue)
+        return try await database.takeOver(queue, publishing: status)
     }
 
     /// Offers `ids` to the other members of the queue (``StoreDatabase/offer(_:)``), after
@@ -142,6 +142,11 @@ final class Store: Sendable {
     /// Claims up to `limit` downloads offered in `queue` (``StoreDatabase/claim(_:limit:)``).
     func claim(queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] {
         try await database.claim(queue, limit: limit)
+    }
+
+    /// Claims those of `ids` offered to the fleet (``StoreDatabase/claim(ids:)``).
+    func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] {
+        try await database.claim(ids: ids)
     }
 
     // MARK: Writing

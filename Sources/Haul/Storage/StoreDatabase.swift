@@ -60,8 +60,9 @@ protocol StoreDatabase: Sendable {
     func join(_ queue: String) async throws(DownloadError) -> FleetLook
 
     /// Takes over the rows of `queue` that no live member holds any more (a member gone, or
-    /// out of its lease); says how many, and how many other members are live. Nothing on SQLite.
-    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook
+    /// out of its lease); says how many, and which members are live with what each published.
+    /// `status` is this member's to publish (``FleetStatus``, encoded). Nothing on SQLite.
+    func takeOver(_ queue: String, publishing status: String) async throws(DownloadError) -> FleetLook
 
     /// How many download rows of `queue` this store holds; 0 on SQLite (the manager holds them all).
     func heldCount(_ queue: String) async throws(DownloadError) -> Int
@@ -74,6 +75,9 @@ protocol StoreDatabase: Sendable {
     /// another member is claiming at this moment are left to it.
     func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow]
 
+    /// Takes those of `ids` that wait in the pool; another member's are left to it.
+    func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow]
+
     /// Why this store may not write any more, once another member of a queue it joined took its
     /// rows over (it was paused, or cut off, past its lease); nil while it may.
     var lostMembership: (any Error)? { get }
@@ -85,6 +89,18 @@ protocol StoreDatabase: Sendable {
     /// The SQL condition (and its values) that selects the rows this store holds in a queue it
     /// joined: `AND owner = ?` on PostgreSQL, nothing on SQLite.
     var heldCondition: (sql: String, values: [DatabaseValue]) { get }
+
+    /// This store as a member of a fleet: its id (the `owner` of its rows) and its name for
+    /// people; nil on SQLite.
+    var memberIdentity: (id: String, name: String)? { get }
+
+    /// The messages other members of `queue` send to this one, or to all (``notify(_:_:to:)``),
+    /// from when it returns until the store closes; none on SQLite.
+    func listen(_ queue: String) async -> AsyncStream<FleetMessage>
+
+    /// Sends `body` to the member `recipient` of `queue`, or to every other member when nil; on
+    /// SQLite there is no one to send to.
+    func notify(_ queue: String, _ body: String, to recipient: String?) async throws(DownloadError)
 
     /// Gives back what it holds: the log's copies of old rows (SQLite), the connections (PostgreSQL).
     func close() async throws
@@ -105,13 +121,24 @@ extension StoreDatabase {
 
     func join(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
 
-    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
+    func takeOver(_ queue: String, publishing status: String) async throws(DownloadError) -> FleetLook { FleetLook() }
+
+    /// ``takeOver(_:publishing:)`` with nothing to publish.
+    func takeOver(_ queue: String) async throws(DownloadError) -> FleetLook { try await takeOver(queue, publishing: "") }
+
+    var memberIdentity: (id: String, name: String)? { nil }
+
+    func listen(_ queue: String) async -> AsyncStream<FleetMessage> { AsyncStream { $0.finish() } }
+
+    func notify(_ queue: String, _ body: String, to recipient: String?) async throws(DownloadError) {}
 
     func offer(_ ids: [DownloadID]) async throws(DownloadError) {}
 
     func heldCount(_ queue: String) async throws(DownloadError) -> Int { 0 }
 
     func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] { [] }
+
+    func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] { [] }
 
     var heldCondition: (sql: String, values: [DatabaseValue]) { ("", []) }
 
@@ -135,4 +162,38 @@ struct FleetLook: Sendable, Equatable {
     var pooled = false
     /// A batch was full: more rows may be waiting to be taken over.
     var more = false
+    /// The members whose lease holds, this one among them, eldest first.
+    var members: [Member] = []
+
+    /// A live member, as the others see it.
+    struct Member: Sendable, Equatable {
+        /// The `owner` of its rows.
+        var id: String
+        /// `HOST/PID`, for people.
+        var name: String
+        /// What it published at its last look (``FleetStatus``, encoded; empty before its first).
+        var status: String
+    }
+}
+
+/// A message from another member of a fleet (``DownloadManager/fleetMessages()``).
+public struct FleetMessage: Sendable, Equatable {
+    /// The sender's id (``DownloadManager/FleetPeer/id``).
+    public var from: String
+    /// What it says; the store carries it as it is.
+    public var body: String
+
+    /// The text of a notification: the sender, the recipient (`*` for all), the body.
+    static func envelope(from sender: String, to recipient: String?, _ body: String) -> String {
+        sender + " " + (recipient ?? "*") + " " + body
+    }
+
+    /// The message of a notification's text, when it is for `member` (to it, or to all, from
+    /// another); nil otherwise.
+    init?(envelope: String, to member: String) {
+        let parts = envelope.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] != member, parts[1] == "*" || parts[1] == member else { return nil }
+        from = String(parts[0])
+        body = String(parts[2])
+    }
 }

@@ -15,7 +15,7 @@
   const PAGE_SIZE = 50;
   const POLL_MS = 1000, HIDDEN_POLL_MS = 5000;
   const INDEX_BATCH = 1000, INDEX_MIN_AGE_MS = 10000;
-  const ROW_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "errorCode", "errorMessage", "files", "dir", "waitingReason"];
+  const ROW_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "connections", "errorCode", "errorMessage", "files", "dir", "waitingReason", "daemon"];
   const TAB_LISTS = { all: ["active", "waiting", "stopped"], active: ["active"], waiting: ["waiting"], stopped: ["stopped"] };
   const TAB_STATUSES = {
     all: ["active", "waiting", "paused", "complete", "error", "removed"], active: ["active"],

@@ -48,6 +48,8 @@ function createDetail(app) {
       ["Waiting", Fmt.waitText(d)],
       ["Speed", status === "active" ? Fmt.speed(d.downloadSpeed) : ""],
       ["Connections", status === "active" ? String(Fmt.num(d.connections)) : ""],
+      // In a fleet (daemons sharing one queue), the daemon that holds it.
+      ["Daemon", d.daemon ? [d.daemon, "mono"] : ""],
       ["Error", status === "error" ? [Fmt.errorText(d) + (d.errorCode ? " (code " + d.errorCode + ")" : ""), "bad"] : ""],
     ]);
     drawPieces(d);

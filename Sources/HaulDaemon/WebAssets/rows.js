@@ -29,7 +29,9 @@ const Rows = (() => {
     bar.append(fill);
     const meta = el("div", "meta");
     const pct = el("span", "pct"), size = el("span", "size"), spd = el("span", "spd"), eta = el("span", "eta");
-    meta.append(pct, size, spd, eta);
+    // In a fleet, the daemon that holds it.
+    const daemon = el("span", "daemon");
+    meta.append(pct, size, spd, eta, daemon);
     const err = el("div", "err");
     const errText = el("span");
     err.append(icon("warn", 13), errText);
@@ -37,7 +39,7 @@ const Rows = (() => {
     body.append(line1, bar, meta, err);
     const ops = el("div", "ops");
     li.append(sel, ico, body, ops);
-    return { el: li, sel, ico, name, badge, bar, fill, pct, size, spd, eta, err, errText, ops, data: null, iconFor: "", opsFor: "" };
+    return { el: li, sel, ico, name, badge, bar, fill, pct, size, spd, eta, daemon, err, errText, ops, data: null, iconFor: "", opsFor: "" };
   }
 
   // The buttons a download in `status` offers; moving only where the queue order is shown.
@@ -89,6 +91,8 @@ const Rows = (() => {
       // Compact rows cut it short.
       setAttr(row.eta, "title", row.eta.textContent);
     }
+
+    setText(row.daemon, d.daemon ? "on " + d.daemon : "");
 
     const showErr = status === "error";
     if (showErr) setText(row.errText, Fmt.errorText(d));

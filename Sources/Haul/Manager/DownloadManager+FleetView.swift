@@ -1,0 +1,301 @@
+import Foundation
+import GRDB
+
+/// The whole fleet seen from one member: its lists and counts (read from the store, where every
+/// member's rows are), the other members and what each published at its last look, and the
+/// messages members send one another (`LISTEN`/`NOTIFY`). Outside a fleet, this manager's own.
+extension DownloadManager {
+    /// A member of the fleet, as it was at this manager's last look (every 250 ms).
+    public struct FleetPeer: Sendable, Equatable {
+        /// The `owner` of its rows; messages are sent to it (``sendToFleet(_:to:)``).
+        public var id: String
+        /// `HOST/PID`, for people.
+        public var name: String
+        /// Whether it is this manager.
+        public var isThisDaemon: Bool
+        /// Its downloads' summed rate.
+        public var bytesPerSecond: Double
+        /// Its uploads' summed rate.
+        public var uploadBytesPerSecond: Double
+        /// How many clients of its own wait for the fleet's notifications (``setFleetListeners(_:)``).
+        public var listeners: Int
+    }
+
+    /// What a member publishes at each look, for the others (JSON in `fleetMember.status`).
+    struct FleetStatus: Codable, Sendable {
+        var down: Double = 0
+        var up: Double = 0
+        var listeners = 0
+        /// Its running downloads' progress: the first ``publishedRunning`` of them.
+        var running: [Running] = []
+
+        struct Running: Codable, Sendable {
+            var id: String
+            var done: Int64
+            var total: Int64?
+            var speed: Double
+        }
+
+        static func decode(_ text: String) -> FleetStatus {
+            (try? JSONDecoder().decode(FleetStatus.self, from: Data(text.utf8))) ?? FleetStatus()
+        }
+    }
+
+    /// How many running downloads a member publishes the progress of.
+    static let publishedRunning = 1000
+
+    /// This manager's ``FleetStatus``, encoded.
+    func publishedStatus() -> String {
+        var status = FleetStatus()
+        let totals = totals()
+        (status.down, status.up, status.listeners) = (totals.bytesPerSecond, totals.uploadBytesPerSecond, fleetListeners)
+        for id in book.index.active.prefix(Self.publishedRunning) {
+            guard let progress = board.progress(of: id) else { continue }
+            status.running.append(
+                .init(id: id.description, done: progress.bytesDone, total: progress.totalBytes, speed: progress.bytesPerSecond))
+        }
+        return (try? JSONEncoder().encode(status)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// Says how many clients of this daemon wait for the fleet's notifications: published at the
+    /// next look, so that the others send theirs only while someone listens.
+    public func setFleetListeners(_ count: Int) {
+        fleetListeners = count
+    }
+
+    /// The members of the fleet whose lease holds, eldest first, this one among them, as of
+    /// the last look; only this one outside a fleet (with no name).
+    public func fleetPeers() -> [FleetPeer] {
+        let me = store.database.memberIdentity
+        let totals = totals()
+        let this = FleetPeer(
+            id: me?.id ?? "", name: me?.name ?? "", isThisDaemon: true, bytesPerSecond: totals.bytesPerSecond,
+            uploadBytesPerSecond: totals.uploadBytesPerSecond, listeners: fleetListeners)
+        guard let me, !fleetMembers.isEmpty else { return [this] }
+        return fleetMembers.map { member in
+            if member.id == me.id { return this }
+            let status = FleetStatus.decode(member.status)
+            return FleetPeer(
+                id: member.id, name: member.name, isThisDaemon: false, bytesPerSecond: status.down, uploadBytesPerSecond: status.up,
+                listeners: status.listeners)
+        }
+    }
+
+    /// This member's name in the fleet (`HOST/PID`); nil outside one.
+    public nonisolated var fleetMemberName: String? { store.database.memberIdentity?.name }
+
+    // MARK: Lists of the whole fleet
+
+    /// Whether the lists and counts are the fleet's: in one, until its store failed (a member
+    /// fenced off, or cut off from the database, holds nothing the others need to hear of; its
+    /// own lists say what it stopped).
+    var answersForFleet: Bool { queueIsShared && storeFailure == nil }
+
+    /// The lists ``fleetDownloads(_:from:limit:)`` reads.
+    public enum FleetList: Sendable {
+        /// Queued and paused, in the order they start (priority, then position).
+        case waiting
+        /// Completed and failed, in the order they ended.
+        case stopped
+
+        var statuses: [DownloadStatus] { self == .waiting ? [.queued, .paused] : [.completed, .failed] }
+        var order: String { self == .waiting ? "priority DESC, position, id" : "updatedAt, id" }
+    }
+
+    /// How many downloads of the whole queue are in `list`: every member's and the pool's.
+    /// Outside a fleet, ``waitingCount`` or ``stoppedCount``.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func fleetCount(_ list: FleetList) async throws(DownloadError) -> Int {
+        guard answersForFleet else { return list == .waiting ? waitingCount : stoppedCount }
+        let statuses = list.statuses.map { "\($0.storedValue)" }.joined(separator: ", ")
+        return try await store.fetch(
+            "SELECT count(*) AS n FROM download WHERE queue = ? AND status IN (\(statuses))", [queue.databaseValue]
+        ) { Int($0["n"] as Int64) }.first ?? 0
+    }
+
+    /// `limit` downloads of `list` from `offset`, across the whole queue: those this manager
+    /// holds as ``download(_:)`` describes them, the others as the store records them (their
+    /// ``Download/daemon`` says where they are). Outside a fleet, ``waiting(from:limit:)`` or
+    /// ``stopped(from:limit:)``.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func fleetDownloads(_ list: FleetList, from offset: Int, limit: Int) async throws(DownloadError) -> [Download] {
+        guard answersForFleet else { return list == .waiting ? waiting(from: offset, limit: limit) : stopped(from: offset, limit: limit) }
+        guard limit > 0, offset >= 0 else { return [] }
+        let statuses = list.statuses.map { "\($0.storedValue)" }.joined(separator: ", ")
+        return try await storedDownloads(
+            "SELECT * FROM download WHERE queue = ? AND status IN (\(statuses)) ORDER BY \(list.order) LIMIT ? OFFSET ?",
+            [queue.databaseValue, limit.databaseValue, offset.databaseValue])
+    }
+
+    /// The running downloads of the whole queue: this manager's (``active()``), then the other
+    /// members', with the progress each published at its last look.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func fleetActive() async throws(DownloadError) -> [Download] {
+        let mine = active()
+        guard answersForFleet, let me = store.database.memberIdentity else { return mine }
+        let others = try await storedDownloads(
+            "SELECT * FROM download WHERE queue = ? AND status = ? AND owner <> ? ORDER BY updatedAt, id",
+            [queue.databaseValue, DownloadStatus.running.storedValue.databaseValue, me.id.databaseValue])
+        return mine + others
+    }
+
+    /// Counts and rates across the whole queue: the counts from the store, this manager's
+    /// rates and the others' as published at their last look. Outside a fleet, ``totals()``.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func fleetTotals() async throws(DownloadError) -> Totals {
+        var totals = totals()
+        guard answersForFleet, let me = store.database.memberIdentity else { return totals }
+        let counts = try await store.fetch(
+            "SELECT status, count(*) AS n, coalesce(sum(resultBytes), 0)::bigint AS bytes FROM download WHERE queue = ? GROUP BY status",
+            [queue.databaseValue]
+        ) { row in (status: DownloadStatus(storedValue: row["status"]) ?? .queued, count: Int(row["n"] as Int64), bytes: row["bytes"] as Int64) }
+        let byStatus = Dictionary(counts.map { ($0.status, $0) }, uniquingKeysWith: { first, _ in first })
+        totals.queued = byStatus[.queued]?.count ?? 0
+        totals.running = byStatus[.running]?.count ?? 0
+        totals.paused = byStatus[.paused]?.count ?? 0
+        totals.completed = byStatus[.completed]?.count ?? 0
+        totals.failed = byStatus[.failed]?.count ?? 0
+        let completedBytes = byStatus[.completed]?.bytes ?? 0
+        // This member's running downloads as they stand, the others' as published.
+        totals.bytesDone += completedBytes - book.completedBytes
+        totals.totalBytes += completedBytes - book.completedBytes
+        for member in fleetMembers where member.id != me.id {
+            let status = FleetStatus.decode(member.status)
+            totals.bytesPerSecond += status.down
+            totals.uploadBytesPerSecond += status.up
+            for running in status.running {
+                totals.bytesDone += running.done
+                totals.totalBytes += running.total ?? 0
+            }
+        }
+        return totals
+    }
+
+    /// The downloads `sql` selects, each this manager's as it holds it, or as its row records it.
+    func storedDownloads(_ sql: String, _ values: [DatabaseValue]) async throws(DownloadError) -> [Download] {
+        let rows = try await store.fetch(sql, values) { row in (try DownloadRow(row: row), row["owner"] as String?) }
+        return rows.map { row, owner in book.entries[row.id].map(describe) ?? describe(row, owner: owner) }
+    }
+
+    /// A row this manager does not hold, as ``storedDownload(_:)`` describes it: its status and
+    /// progress as recorded, or as its owner last published while it runs; ``Download/daemon``
+    /// names its owner while that is live.
+    func describe(_ row: DownloadRow, owner: String?) -> Download {
+        // Describing a row as restore() would must not move the manager's own counter.
+        let finishOrder = book.nextFinishOrder
+        var download = describe(restoredEntry(row))
+        book.nextFinishOrder = finishOrder
+        // As recorded: one running on another daemon runs (restoring it here would queue it).
+        download.status = row.status
+        download.daemon = nil
+        if let owner, let member = fleetMembers.first(where: { $0.id == owner }) {
+            download.daemon = member.name
+            if row.status == .running, let running = FleetStatus.decode(member.status).running.first(where: { $0.id == row.id.description }) {
+                download.progress = DownloadProgress(
+                    destination: row.path, bytesDone: running.done, totalBytes: running.total, bytesPerSecond: running.speed)
+            }
+        }
+        if download.progress == nil, !row.recorded.isEmpty || row.totalLength != nil {
+            download.progress = DownloadProgress(
+                destination: row.path, bytesDone: row.status == .completed ? row.resultBytes ?? 0 : row.recorded.byteCount,
+                totalBytes: row.totalLength, bytesPerSecond: 0)
+        }
+        return download
+    }
+
+    /// Writes every change made so far, in a fleet: from then on the other members see them
+    /// (a download just added, or paused). Nothing outside one.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func flushForFleet() async throws(DownloadError) {
+        guard queueIsShared else { return }
+        try await store.flush()
+    }
+
+    // MARK: Who holds a download
+
+    /// Where a download of the queue is (``holder(of:)``).
+    public enum Holder: Sendable, Equatable {
+        /// This manager holds it.
+        case thisDaemon
+        /// Another live member runs it: ask that one (``sendToFleet(_:to:)``).
+        case peer(FleetPeer)
+        /// It waits in the pool, offered and not claimed yet (``claimOffered(_:)``).
+        case pool
+        /// Its member is gone; the next look of one of the others takes it over.
+        case gone
+        /// The queue has no such download.
+        case nobody
+    }
+
+    /// Who holds download `id`: this manager, another member, the pool, or nobody.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func holder(of id: ID) async throws(DownloadError) -> Holder {
+        if book.entries.contains(id) { return .thisDaemon }
+        guard queueIsShared, let me = store.database.memberIdentity else { return .nobody }
+        let owners = try await store.fetch(
+            "SELECT owner FROM download WHERE id = ? AND queue = ?", [id.storedValue.databaseValue, queue.databaseValue]
+        ) { $0["owner"] as String? }
+        guard let found = owners.first else { return .nobody }
+        // A row of this member's that the book does not hold is one just removed, or not read yet.
+        guard let owner = found, owner != me.id else { return book.entries.contains(id) ? .thisDaemon : .nobody }
+        if owner.isEmpty { return .pool }
+        return fleetPeers().first { $0.id == owner }.map(Holder.peer) ?? .gone
+    }
+
+    /// Claims download `id` from the pool, to act on it here (pause it, remove it); true when
+    /// this manager holds it now, false when another member claimed it first.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func claimOffered(_ id: ID) async throws(DownloadError) -> Bool {
+        if book.entries.contains(id) { return true }
+        guard queueIsShared else { return false }
+        let rows = try await store.claim(ids: [id])
+        guard !isShutDown else { return false }
+        insertRestored(rows)
+        claimedFromPool += rows.count
+        schedule()
+        return book.entries.contains(id)
+    }
+
+    /// Claims every download waiting in the pool (before pausing the whole queue, so that no
+    /// member starts one meanwhile). Nothing outside a fleet.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
+    public func claimPool() async throws(DownloadError) {
+        guard queueIsShared else { return }
+        while true {
+            let rows = try await store.claim(queue: queue, limit: Self.reapBatch)
+            guard !isShutDown else { return }
+            insertRestored(rows)
+            claimedFromPool += rows.count
+            guard rows.count == Self.reapBatch else { break }
+        }
+        schedule()
+    }
+
+    /// Rows claimed from the pool in one transaction by ``claimPool()``.
+    static let reapBatch = 10_000
+
+    // MARK: Messages
+
+    /// The messages other members send this one (``sendToFleet(_:to:)``), until the store
+    /// closes; outside a fleet, none. Returns once it listens. Ask once: each call listens anew.
+    public func fleetMessages() async -> AsyncStream<FleetMessage> {
+        await store.database.listen(queue)
+    }
+
+    /// Sends `body` to the member `recipient` (a ``FleetPeer/id``), or to every other member
+    /// when nil. At most about 8000 bytes; a member that does not listen at this moment misses it.
+    ///
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store cannot be
+    ///   reached, ``DownloadError/Kind/invalidRequest`` when `body` is too large.
+    public func sendToFleet(_ body: String, to recipient: String?) async throws(DownloadError) {
+        try await store.database.notify(queue, body, to: recipient)
+    }
+}
