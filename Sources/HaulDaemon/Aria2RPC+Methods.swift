@@ -19,6 +19,11 @@ extension Aria2RPC {
             }
             await manager.pauseAll()
             try await carryEverywhere(method, exchange)
+            // What another daemon offered before it heard: claimed and paused too.
+            if fleet != nil, !exchange.carried {
+                do { try await manager.claimPool() } catch { throw .failed(error.message) }
+                await manager.pauseAll()
+            }
             return "OK"
         case "aria2.unpause": return try await unpause(p)
         case "aria2.unpauseAll":
@@ -42,14 +47,14 @@ extension Aria2RPC {
             let page = try await self.page(waiting: method == "aria2.tellWaiting", offset: offset, count: count, &exchange)
             return .array(await statusObjects(page, keys: keys))
         case "aria2.getUris":
-            let download = try await download(p.gid(0))
+            let download = try await fleetDownload(p.gid(0))
             guard download.isUnfinished else { throw .failed("No URI data is available for GID#\(download.id)") }
             return download.aria2URIs
-        case "aria2.getFiles": return try await download(p.gid(0)).aria2Files
+        case "aria2.getFiles": return try await fleetDownload(p.gid(0)).aria2Files
         case "aria2.getServers": return try await servers(p)
         case "aria2.changePosition": return try await changePosition(p)
         case "aria2.changeUri": return try await changeURI(p)
-        case "aria2.getOption": return Aria2Options.describe(try await download(p.gid(0)).request)
+        case "aria2.getOption": return Aria2Options.describe(try await fleetDownload(p.gid(0)).request)
         case "aria2.changeOption": return try await changeOption(p)
         case "aria2.getGlobalOption": return await globalOptions()
         case "aria2.changeGlobalOption": return try await changeGlobalOption(p, exchange)
@@ -478,26 +483,31 @@ extension Aria2RPC {
         guard let fleet, !exchange.carried, Self.carried.contains(method), p.count > 0, let gid = try? p.gid(0), gid.count == 16,
             let id = DownloadID(gid)
         else { return nil }
-        let holder: DownloadManager.Holder
-        do { holder = try await manager.holder(of: id) } catch { throw .failed(error.message) }
-        switch holder {
+        switch try await holder(id) {
         case .thisDaemon, .nobody:
             return nil
         case .pool:
-            // Read where it waits (fleetDownload); anything else claims it and acts here.
-            guard method != "aria2.tellStatus" else { return nil }
-            do { _ = try await manager.claimOffered(id) } catch { throw .failed(error.message) }
-            return nil
+            // Read where it waits (from its row); anything else claims it and acts here, or,
+            // when another daemon claimed it first, is carried to that one.
+            guard !Self.readOnlyMethods.contains(method) else { return nil }
+            let claimed: Bool
+            do { claimed = try await manager.claimOffered(id) } catch { throw .failed(error.message) }
+            guard !claimed, case .peer(let peer) = try await holder(id) else { return nil }
+            return try await fleet.call(peer, method, p.values)
         case .gone:
-            guard method != "aria2.tellStatus" else { return nil }
+            guard !Self.readOnlyMethods.contains(method) else { return nil }
             throw .failed("GID#\(gid) is being taken over from a daemon of the fleet that is gone; ask again in a moment")
         case .peer(let peer):
             do { return try await fleet.call(peer, method, p.values) } catch {
-                // The record answers tellStatus when its daemon does not.
-                guard method == "aria2.tellStatus" else { throw error }
+                // Its record answers a read when its daemon does not.
+                guard Self.readOnlyMethods.contains(method) else { throw error }
                 return nil
             }
         }
+    }
+
+    private func holder(_ id: DownloadID) async throws(RPCError) -> DownloadManager.Holder {
+        do { return try await manager.holder(of: id) } catch { throw .failed(error.message) }
     }
 
     /// Where aria2's page of `count` at `offset` lies in a list of `total`, or nil when it is empty.

@@ -68,7 +68,7 @@ public enum Daemon {
             requestShutdown: { shutdownRequests.request() })
         await rpc.restoreSavedOptions(except: configuration.explicitOptions)
         // A fleet's daemons carry calls and notifications to one another.
-        let fleet = manager.queueIsShared ? await FleetLink(manager: manager, logger: logger) : nil
+        let fleet = manager.queueIsShared ? await FleetLink(manager: manager, secret: configuration.secret, logger: logger) : nil
         if let fleet {
             await rpc.link(fleet)
             notifier.link(fleet)
@@ -77,18 +77,19 @@ public enum Daemon {
             configuration: configuration, rpc: rpc, notifier: notifier, metrics: metrics, logger: logger, onRunning: onRunning)
         // Started first to last, shut down last to first: the mirrors stop their runs first,
         // the manager saves every download, its events end (so the notifier lets WebSocket
-        // clients go), then the listener stops.
+        // clients go), the fleet's link stops (calls carried here are answered until then),
+        // then the listener stops.
         var services = ServiceGroupConfiguration(
-            services: [
-                .init(service: listener, successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(service: shutdownRequests, successTerminationBehavior: .gracefullyShutdownGroup),
-                // Ends by itself once the manager's events end.
-                .init(service: notifier, successTerminationBehavior: .ignore),
-                .init(
-                    service: ManagerService(manager: manager, downloader: downloader),
-                    successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(service: mirrors, successTerminationBehavior: .ignore),
-            ] + (fleet.map { [.init(service: $0, successTerminationBehavior: .ignore)] } ?? []),
+            services: [.init(service: listener, successTerminationBehavior: .gracefullyShutdownGroup)]
+                + (fleet.map { [.init(service: $0, successTerminationBehavior: .ignore)] } ?? []) + [
+                    .init(service: shutdownRequests, successTerminationBehavior: .gracefullyShutdownGroup),
+                    // Ends by itself once the manager's events end.
+                    .init(service: notifier, successTerminationBehavior: .ignore),
+                    .init(
+                        service: ManagerService(manager: manager, downloader: downloader),
+                        successTerminationBehavior: .gracefullyShutdownGroup),
+                    .init(service: mirrors, successTerminationBehavior: .ignore),
+                ],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         services.maximumGracefulShutdownDuration = .seconds(20)
         defer { DaemonEndpoint.remove(stateDirectory: configuration.stateDirectory) }

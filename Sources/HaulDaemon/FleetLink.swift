@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Haul
 import Logging
@@ -10,16 +11,23 @@ import Synchronization
 /// brought back (``call(_:_:_:)``); the notifications of each go to the WebSocket clients of
 /// every other (``relay(_:)``), while the others have any.
 ///
-/// A message is JSON: `{"call": {"id", "method", "params"}}`, `{"reply": ID, "answer": …}`
-/// (the answer object as a call's: `result` or `error`), `{"events": [[METHOD, GID], …]}`.
+/// A message is `MAC JSON`: the JSON is `{"call": {"id", "method", "params"}, "to", "at"}`,
+/// `{"reply": ID, "answer": …, "to"}` (the answer object as a call's: `result` or `error`) or
+/// `{"events": [NOTIFICATION, …]}`, and the MAC its HMAC-SHA256 under a key made from the RPC
+/// secret, with the sender's id: a role that may connect to the database but does not know the
+/// secret can neither make a daemon act nor answer in one's name. Every daemon of a fleet needs
+/// the same `--rpc-secret`. A call is answered once (a `NOTIFY` sent again is dropped), only by
+/// the daemon it is addressed to, and only within ``callTimeout`` of when it was sent.
 final class FleetLink: Service {
     let manager: DownloadManager
     let logger: Logger
+    /// Signs and checks messages: derived from the RPC secret (from "" without one).
+    private let key: Data
     /// What this daemon hears from the others.
     private let messages: AsyncStream<FleetMessage>
     private struct State {
         /// Calls carried to another daemon, waiting for its reply.
-        var waiting: [String: CheckedContinuation<JSONValue?, Never>] = [:]
+        var waiting: [String: AsyncStream<JSONValue>.Continuation] = [:]
         /// Runs a call carried here.
         var answer: (@Sendable (String, [JSONValue]) async -> JSONValue)?
         /// Hands a notification from another daemon to this one's WebSocket clients.
@@ -30,6 +38,13 @@ final class FleetLink: Service {
         var outgoing: [JSONValue] = []
         /// Another daemon has WebSocket clients, as of the last send.
         var othersListen = false
+        /// The ids of the calls answered lately, oldest first: one sent twice is answered once.
+        var answered: [String] = []
+        var answeredSet: Set<String> = []
+        /// A message that was not signed with this daemon's secret was said in the log.
+        var badSignatureSaid = false
+        /// Stopped: no call goes out any more.
+        var closed = false
     }
     private let state = Mutex(State())
 
@@ -37,11 +52,14 @@ final class FleetLink: Service {
     static let callTimeout: Duration = .seconds(5)
     /// How often this daemon's notifications go out to the others, batched.
     static let relayInterval: Duration = .milliseconds(100)
+    /// How many answered calls' ids are remembered.
+    static let rememberedCalls = 4096
 
     /// Listens for the others' messages before it returns: nothing sent after is missed.
-    init(manager: DownloadManager, logger: Logger) async {
+    init(manager: DownloadManager, secret: String?, logger: Logger) async {
         self.manager = manager
         self.logger = logger
+        key = Data(SHA256.hash(data: Data(("haul fleet " + (secret ?? "")).utf8)))
         messages = await manager.fleetMessages()
     }
 
@@ -69,35 +87,54 @@ final class FleetLink: Service {
             await group.next()
             group.cancelAll()
         }
-        // Whoever still waits gets no answer now.
+        // Whoever still waits gets no answer now, and no call goes out any more.
         let waiting = state.withLock { state in
+            state.closed = true
             defer { state.waiting = [:] }
             return Array(state.waiting.values)
         }
-        for caller in waiting { caller.resume(returning: nil) }
+        for caller in waiting { caller.finish() }
     }
 
     // MARK: Calls
 
     /// Runs `method` with `params` on `peer`, which holds the download it names, and returns
-    /// its result (or throws its error); waits at most ``callTimeout``.
+    /// its result (or throws its error); waits at most ``callTimeout`` from now.
     func call(_ peer: DownloadManager.FleetPeer, _ method: String, _ params: [JSONValue]) async throws(RPCError) -> JSONValue {
         let id = UUID().uuidString
-        let body: JSONValue = ["call": ["id": .string(id), "method": .string(method), "params": .array(params)]]
-        let answer: JSONValue? = await withCheckedContinuation { continuation in
-            state.withLock { $0.waiting[id] = continuation }
-            Task {
-                do throws(DownloadError) { try await manager.sendToFleet(body.description, to: peer.id) } catch {
-                    self.resume(id, with: ["error": RPCError.failed("cannot carry \(method) to the daemon \(peer.name): \(error.message)").json])
-                    return
-                }
-                try? await Task.sleep(for: Self.callTimeout)
-                self.resume(id, with: nil)
+        let (replies, reply) = AsyncStream.makeStream(of: JSONValue.self, bufferingPolicy: .bufferingNewest(1))
+        let open = state.withLock { state in
+            if !state.closed { state.waiting[id] = reply }
+            return !state.closed
+        }
+        guard open else { throw .failed("this daemon is stopping: \(method) was not carried to the daemon \(peer.name)") }
+        defer { state.withLock { $0.waiting.removeValue(forKey: id) }?.finish() }
+        let body: JSONValue = [
+            "call": ["id": .string(id), "method": .string(method), "params": .array(params)],
+            "to": .string(peer.id), "at": .int(Int64(Date().timeIntervalSince1970)),
+        ]
+        let (manager, timeout) = (manager, Self.callTimeout)
+        let signed = sign(body)
+        let answer: JSONValue? = await withTaskGroup(of: JSONValue?.self) { group in
+            group.addTask { await replies.first { _ in true } }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
             }
+            group.addTask {
+                do throws(DownloadError) { try await manager.sendToFleet(signed, to: peer.id) } catch {
+                    return ["error": RPCError.failed("cannot carry \(method) to the daemon \(peer.name): \(error.message)").json]
+                }
+                // Sent: the reply or the timeout ends the wait.
+                try? await Task.sleep(for: timeout * 2)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
         }
         guard let answer else {
             throw .failed(
-                "the daemon \(peer.name), which holds this download, did not answer \(method) within \(Self.callTimeout.components.seconds) s; ask again (if it is gone, another daemon takes the download over within its lease)"
+                "the daemon \(peer.name), which holds this download, did not answer \(method) within \(timeout.components.seconds) s; ask again (if it is gone, another daemon takes the download over within its lease; if it runs, give every daemon of the fleet the same --rpc-secret)"
             )
         }
         if let error = answer["error"], let message = error["message"]?.string {
@@ -106,29 +143,84 @@ final class FleetLink: Service {
         return answer["result"] ?? .null
     }
 
-    private func resume(_ id: String, with answer: JSONValue?) {
-        state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(returning: answer)
+    /// `body` as a message: its MAC, a space, its JSON.
+    private func sign(_ body: JSONValue) -> String {
+        let json = body.description
+        return Self.hex(HMAC<SHA256>.authenticationCode(for: Data(json.utf8), using: SymmetricKey(data: key))) + " " + json
+    }
+
+    /// The JSON of a message signed with this daemon's key, else nil.
+    private func verified(_ message: FleetMessage) -> JSONValue? {
+        guard let space = message.body.firstIndex(of: " ") else { return nil }
+        let (mac, json) = (message.body[..<space], message.body[message.body.index(after: space)...])
+        let expected = Self.hex(HMAC<SHA256>.authenticationCode(for: Data(json.utf8), using: SymmetricKey(data: key)))
+        guard Aria2RPC.constantTimeEqual(String(mac), expected) else {
+            let say = state.withLock { state in
+                defer { state.badSignatureSaid = true }
+                return !state.badSignatureSaid
+            }
+            if say {
+                logger.warning(
+                    "a message from the fleet was not signed with this daemon's --rpc-secret, and was ignored: give every daemon of the fleet the same secret"
+                )
+            }
+            return nil
+        }
+        return try? JSONValue.parse(Data(json.utf8))
+    }
+
+    private static func hex(_ code: some Sequence<UInt8>) -> String {
+        code.map { String(format: "%02x", $0) }.joined()
     }
 
     private func receive(_ message: FleetMessage) {
-        guard let body = try? JSONValue.parse(Data(message.body.utf8)) else {
-            logger.debug("a message from \(message.from) does not read: \(message.body.prefix(200))")
-            return
-        }
+        guard let body = verified(message) else { return }
+        let me = body["to"]?.string
         if let call = body["call"], let id = call["id"]?.string, let method = call["method"]?.string {
+            // Addressed to another (a broadcast is never a call), late, or answered already: dropped.
+            guard let me, me == manager.fleetMemberID,
+                let at = body["at"]?.integer, abs(Int64(Date().timeIntervalSince1970) - at) <= Self.callAge,
+                let answer = firstTime(id)
+            else { return }
             let params = call["params"]?.array ?? []
-            guard let answer = state.withLock({ $0.answer }) else { return }
             let (manager, logger) = (manager, logger)
             Task {
-                let reply: JSONValue = ["reply": .string(id), "answer": await answer(method, params)]
-                do throws(DownloadError) { try await manager.sendToFleet(reply.description, to: message.from) } catch {
+                var reply: JSONValue = ["reply": .string(id), "answer": await answer(method, params), "to": .string(message.from)]
+                if self.sign(reply).utf8.count >= Self.largestMessage {
+                    let tooLarge = RPCError.failed(
+                        "the answer to \(method) is too large to carry between the daemons of the fleet; ask the daemon that holds the download (\(manager.fleetMemberName ?? "?"))"
+                    )
+                    reply = ["reply": .string(id), "answer": ["error": tooLarge.json], "to": .string(message.from)]
+                }
+                do throws(DownloadError) { try await manager.sendToFleet(self.sign(reply), to: message.from) } catch {
                     logger.warning("cannot answer \(method) carried from another daemon: \(error.message)")
                 }
             }
-        } else if let id = body["reply"]?.string {
-            resume(id, with: body["answer"] ?? .null)
+        } else if let id = body["reply"]?.string, me == manager.fleetMemberID {
+            state.withLock { $0.waiting[id] }?.yield(body["answer"] ?? .null)
         } else if let events = body["events"]?.array, let deliver = state.withLock({ $0.deliver }) {
             for event in events { deliver(event) }
+        }
+    }
+
+    /// How old a call may be, in seconds, by the clocks of the machines (which may differ a
+    /// little): one sent again later (a `NOTIFY` someone kept) is dropped.
+    static let callAge: Int64 = 60
+
+    /// What a message may hold: PostgreSQL's limit on a notification, less the envelope.
+    static let largestMessage = 7800
+
+    /// The answering function when call `id` was not answered yet (and is now remembered), else nil.
+    private func firstTime(_ id: String) -> (@Sendable (String, [JSONValue]) async -> JSONValue)? {
+        state.withLock { state in
+            guard let answer = state.answer, state.answeredSet.insert(id).inserted else { return nil }
+            state.answered.append(id)
+            if state.answered.count > Self.rememberedCalls {
+                let forgotten = state.answered.prefix(state.answered.count / 2)
+                state.answeredSet.subtract(forgotten)
+                state.answered.removeFirst(forgotten.count)
+            }
+            return answer
         }
     }
 
@@ -172,8 +264,7 @@ final class FleetLink: Service {
     static let batchBytes = 7000
 
     private func send(_ batch: [JSONValue]) async {
-        let body: JSONValue = ["events": .array(batch)]
-        do throws(DownloadError) { try await manager.sendToFleet(body.description, to: nil) } catch {
+        do throws(DownloadError) { try await manager.sendToFleet(sign(["events": .array(batch)]), to: nil) } catch {
             logger.debug("cannot send notifications to the other daemons: \(error.message)")
         }
     }

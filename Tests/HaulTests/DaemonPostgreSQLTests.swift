@@ -72,6 +72,7 @@ struct DaemonPostgreSQLTests {
                         #expect(waiting == [["gid": .string(held), "status": "paused", "daemon": .string(Self.name(first))]])
                         #expect(try await second.call("aria2.changeOption", [.string(held), ["max-download-limit": "10K"]]) == "OK")
                         #expect(try await first.call("aria2.getOption", [.string(held)])["max-download-limit"] == "10240")
+                        #expect(try await second.call("aria2.getFiles", [.string(held)]).array?.count == 1)
                         #expect(try await second.call("aria2.unpause", [.string(held)]) == .string(held))
                         _ = try await first.waitFor(held) { $0["status"] == "waiting" || $0["status"] == "active" }
                         #expect(try await second.call("aria2.pause", [.string(held)]) == .string(held))
@@ -97,9 +98,13 @@ struct DaemonPostgreSQLTests {
                         var pooled: String?
                         let deadline = ContinuousClock.now + .seconds(10)
                         while pooled == nil, ContinuousClock.now < deadline {
+                            // The last queued: the last a member would claim.
                             for gid in queued.reversed() {
                                 let status = try await second.call("aria2.tellStatus", [.string(gid), ["status", "daemon"]])
-                                if status == ["status": "waiting"] { pooled = gid }
+                                if status == ["status": "waiting"] {
+                                    pooled = gid
+                                    break
+                                }
                             }
                             try await Task.sleep(for: .milliseconds(50))
                         }
@@ -283,6 +288,32 @@ struct DaemonPostgreSQLTests {
                 for (name, content) in contents {
                     #expect(dir.contents("downloads/\(name)") == content, "\(name)")
                     #expect(server.stats("/\(name)").getCount == 1, "\(name) fetched once")
+                }
+            }
+        }
+    }
+
+    /// Calls are carried only between daemons that share the secret: one signed with another is
+    /// ignored, said once in the receiver's log, and the caller's error says what to do.
+    @Test func callsAreCarriedOnlyBetweenDaemonsWithTheSameSecret() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                _ = Self.serve(server, "/f.bin", seed: 41, size: 64 << 10)
+                let arguments = ["--store", postgres.url(), "-d", dir.file("downloads")]
+                try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments + ["--rpc-secret", "one"]) { first in
+                    try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments + ["--rpc-secret", "two", "-q"]) { second in
+                        let gid = try #require(
+                            try await first.call("aria2.addUri", [[.string(server.url("/f.bin"))], ["pause": "true"]]).string)
+                        let refusal = await #expect(throws: RPCClient.Failure.self) { try await second.call("aria2.unpause", [.string(gid)]) }
+                        #expect(refusal?.description.contains("give every daemon of the fleet the same --rpc-secret") == true, "\(String(describing: refusal))")
+                        let said = try await first.logLines(containing: "was not signed with this daemon's --rpc-secret")
+                        #expect(said.count == 1, "\(first.log)")
+                        #expect(try await first.call("aria2.tellStatus", [.string(gid), ["status"]]) == ["status": "paused"])
+                        #expect(try await second.stop() == 0)
+                    }
+                    #expect(try await first.stop() == 0)
                 }
             }
         }

@@ -84,6 +84,9 @@ extension DownloadManager {
     /// This member's name in the fleet (`HOST/PID`); nil outside one.
     public nonisolated var fleetMemberName: String? { store.database.memberIdentity?.name }
 
+    /// This member's id in the fleet (``FleetPeer/id``); nil outside one.
+    public nonisolated var fleetMemberID: String? { store.database.memberIdentity?.id }
+
     // MARK: Lists of the whole fleet
 
     /// Whether the lists and counts are the fleet's: in one, until its store failed (a member
@@ -95,7 +98,8 @@ extension DownloadManager {
     public enum FleetList: Sendable {
         /// Queued and paused, in the order they start (priority, then position).
         case waiting
-        /// Completed and failed, in the order they ended.
+        /// Completed and failed, in the order their rows were last written (when they ended,
+        /// by the clock of the member that ran each).
         case stopped
 
         var statuses: [DownloadStatus] { self == .waiting ? [.queued, .paused] : [.completed, .failed] }
@@ -254,7 +258,8 @@ extension DownloadManager {
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func claimOffered(_ id: ID) async throws(DownloadError) -> Bool {
         if book.entries.contains(id) { return true }
-        guard queueIsShared else { return false }
+        // A member whose store failed runs nothing more: what it claimed would wait for nobody.
+        guard queueIsShared, storeFailure == nil, !halted else { return false }
         let rows = try await store.claim(ids: [id])
         guard !isShutDown else { return false }
         insertRestored(rows)
@@ -268,7 +273,7 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func claimPool() async throws(DownloadError) {
-        guard queueIsShared else { return }
+        guard queueIsShared, storeFailure == nil, !halted else { return }
         while true {
             let rows = try await store.claim(queue: queue, limit: Self.reapBatch)
             guard !isShutDown else { return }

@@ -55,7 +55,7 @@ actor PostgreSQLConnectionSlot {
     /// is closed then (and on cancellation), which ends the statement waiting on it. The caller
     /// does not wait for `body` to notice: a statement on a connection whose server vanished may
     /// never be answered, and the slot must not wait with it.
-    private static func answered<T: Sendable>(
+    static func answered<T: Sendable>(
         _ connection: PostgresConnection, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let outcome = FirstOutcome<T>()

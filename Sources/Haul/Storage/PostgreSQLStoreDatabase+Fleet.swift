@@ -281,7 +281,7 @@ extension PostgreSQLStoreDatabase {
     func listen(_ queue: String) async -> AsyncStream<FleetMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: FleetMessage.self, bufferingPolicy: .bufferingNewest(10_000))
         let (ready, readied) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let (server, member, logger, location) = (self.server, self.member, self.logger, self.location)
+        let (server, member, logger, location, window) = (self.server, self.member, self.logger, self.location, self.window)
         let channel = Self.channel(queue)
         let task = Task {
             var wait: Duration = .milliseconds(100)
@@ -293,8 +293,26 @@ extension PostgreSQLStoreDatabase {
                         try await connection.listen(on: channel) { notifications in
                             (wait, said) = (.milliseconds(100), false)
                             readied.yield()
-                            for try await notification in notifications {
-                                if let message = FleetMessage(envelope: notification.payload, to: member.id) { continuation.yield(message) }
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                group.addTask {
+                                    for try await notification in notifications {
+                                        if let message = FleetMessage(envelope: notification.payload, to: member.id) {
+                                            continuation.yield(message)
+                                        }
+                                    }
+                                }
+                                // A connection that died without a word (a cut cable) hears
+                                // nothing: asked now and then, it is closed when it does not answer.
+                                group.addTask {
+                                    while true {
+                                        try await Task.sleep(for: Self.listenerCheck)
+                                        try await PostgreSQLConnectionSlot.answered(connection, within: window) { connection in
+                                            try await connection.query("SELECT 1", logger: logger)
+                                        }
+                                    }
+                                }
+                                try await group.next()
+                                group.cancelAll()
                             }
                         }
                     } catch {
@@ -336,6 +354,9 @@ extension PostgreSQLStoreDatabase {
             throw .io("cannot reach the other daemons of the queue through \(location): \(reason(error)); \(advice(error))")
         }
     }
+
+    /// How often the listening connection is asked whether it is still there.
+    static let listenerCheck: Duration = .seconds(10)
 
     /// PostgreSQL's limit on a notification's payload, less one.
     static let largestMessage = 7999
