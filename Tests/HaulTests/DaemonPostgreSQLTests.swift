@@ -293,6 +293,50 @@ struct DaemonPostgreSQLTests {
         }
     }
 
+    /// `--max-connections-per-host` counts across the fleet: two daemons sharing a list from one
+    /// host never open more than the limit to it together, and both run some.
+    @Test func theConnectionsPerHostAreCountedAcrossTheFleet() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                var contents: [String: [UInt8]] = [:]
+                for number in 0..<24 {
+                    contents["h\(number).bin"] = Self.serve(
+                        server, "/h\(number).bin", seed: UInt64(500 + number), size: 12 << 10, bytesPerSecond: 48 << 10)
+                }
+                let arguments = [
+                    "--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-j", "2", "-x", "1",
+                    "--max-connections-per-host", "2", "-q",
+                ]
+                try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
+                    try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { first in
+                        let calls: [JSONValue] = contents.keys.sorted().map { name in
+                            ["methodName": "aria2.addUri", "params": first.tokenParams([[.string(server.url("/\(name)"))]])]
+                        }
+                        _ = try await first.call("system.multicall", [.array(calls)])
+                        var stopped = 0
+                        let deadline = ContinuousClock.now + .seconds(60)
+                        while ContinuousClock.now < deadline {
+                            stopped = Int(try await second.call("aria2.getGlobalStat")["numStopped"]?.string ?? "") ?? 0
+                            if stopped >= contents.count { break }
+                            try await Task.sleep(for: .milliseconds(100))
+                        }
+                        #expect(stopped == contents.count)
+                        let list = try await second.call("aria2.tellStopped", [0, 100, ["daemon"]])
+                        let runners = Set((list.array ?? []).compactMap { $0["daemon"]?.string })
+                        #expect(runners == [Self.name(first), Self.name(second)], "both ran some: \(list)")
+                        #expect(try await first.stop() == 0, "\(first.log)")
+                    }
+                    #expect(try await second.stop() == 0, "\(second.log)")
+                }
+                // Each daemon alone would have opened 2.
+                #expect(server.peakConcurrentBodies <= 2, "\(server.peakConcurrentBodies) at once")
+                for (name, content) in contents { #expect(dir.contents("downloads/\(name)") == content, "\(name)") }
+            }
+        }
+    }
+
     /// Calls are carried only between daemons that share the secret: one signed with another is
     /// ignored, said once in the receiver's log, and the caller's error says what to do.
     @Test func callsAreCarriedOnlyBetweenDaemonsWithTheSameSecret() async throws {

@@ -183,6 +183,8 @@ extension DownloadManager {
     public func restore() async throws(DownloadError) {
         let look = try await store.join(queue)
         (fleetOthers, isEldestOfFleet, fleetMembers) = (look.others, look.eldest, look.members)
+        // In a fleet, the hosts' connections are counted across it: none until shared out.
+        if store.database.isShared { hosts.share([:]) }
         try await restore(rows: try await store.heldRows(queue: queue))
         watchFleet()
     }

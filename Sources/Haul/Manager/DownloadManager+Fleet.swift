@@ -59,6 +59,7 @@ extension DownloadManager {
             poolMayHaveRows = look.pooled
             await claimFromPool()
             if !offering { try await offerSurplus() }
+            await shareHosts()
         } catch {
             // Shutting down meanwhile: the store was closed under the look, and left the queue.
             if isShutDown { return }
@@ -166,10 +167,10 @@ extension DownloadManager {
         Task { await self.claimFromPool(reserved: true) }
     }
 
-    /// Starts ``offerSurplus()`` when more than `8 × -j` downloads are ready here (a list was
+    /// Starts ``offerSurplus()`` when more than `8 × -j` downloads could start here (a list was
     /// just added): the others need not wait for the next look.
     func offerSurplusSoon() {
-        guard fleetOthers > 0, !offering, !looking, book.index.ready.count > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
+        guard fleetOthers > 0, !offering, !looking, startable > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
         offering = true
         Task {
             do throws(DownloadError) { try await self.offerSurplus() } catch {
@@ -178,7 +179,7 @@ extension DownloadManager {
         }
     }
 
-    /// Once more than `8 × -j` downloads are ready here, offers those past the first `4 × -j`
+    /// Once more than `8 × -j` downloads are ready here (or set aside for their host), offers those past the first `4 × -j`
     /// (the last in queue order) to the other live members: a list added through one daemon is run by all. Only downloads that
     /// never ran here and that no dependency ties to this member's others go
     /// (``DownloadBook/handOver(_:)``). Given back to the book if the store refuses.
@@ -186,10 +187,9 @@ extension DownloadManager {
         offering = true
         defer { offering = false }
         let keep = maxConcurrent * Self.fleetReadyPerSlot
-        let ready = book.index.ready.count
-        guard fleetOthers > 0, ready > keep * 2, !isShutDown, storeFailure == nil else { return }
+        guard fleetOthers > 0, startable > keep * 2, !isShutDown, storeFailure == nil else { return }
         var handed: [Entry] = []
-        for key in book.index.ready.elements(from: keep, limit: ready - keep) where board.progress(of: key.id) == nil {
+        for key in book.index.startable(from: keep) where board.progress(of: key.id) == nil {
             if let entry = book.handOver(key.id) { handed.append(entry) }
         }
         guard !handed.isEmpty else { return }
@@ -203,6 +203,46 @@ extension DownloadManager {
             throw error
         }
     }
+
+    // MARK: Sharing the hosts
+
+    /// Asks the store for this member's shares of the connections to its hosts
+    /// (`--max-connections-per-host` counts across the fleet), then starts what they allow; one
+    /// request at a time. At every look, for every host it holds a share of or wants (another
+    /// member may want some, and then this one keeps an even split), and at once when a
+    /// download was set aside for want of a share (``shareHostsSoon()``), for the hosts whose
+    /// want changed.
+    func shareHosts(reserved: Bool = false) async {
+        guard hosts.isShared, reserved || !sharingHosts, storeFailure == nil, !isShutDown else {
+            if reserved { sharingHosts = false }
+            return
+        }
+        sharingHosts = true
+        defer { sharingHosts = false }
+        let wanted = hosts.wanted(blocked: book.index.blockedByHost, everyHost: !reserved)
+        guard !wanted.isEmpty else { return }
+        hostsSharedAt = .now
+        do throws(DownloadError) {
+            hosts.share(try await store.database.shareHosts(queue, limit: hosts.limit, wanted: wanted))
+        } catch {
+            // Asked again at the next look.
+            downloader.configuration.logger.warning("\(error.message)")
+            return
+        }
+        schedule()
+    }
+
+    /// Starts ``shareHosts()`` when a download was set aside for want of a share since the
+    /// shares were last asked for.
+    func shareHostsSoon() {
+        guard !sharingHosts, hosts.wantsMore, !isShutDown, ContinuousClock.now >= hostsSharedAt + Self.hostsShareSpacing else { return }
+        sharingHosts = true
+        Task { await self.shareHosts(reserved: true) }
+    }
+
+    /// The least time between two requests for shares outside the looks: a segmented transfer
+    /// refused an extra connection asks again at each step.
+    static let hostsShareSpacing: Duration = .milliseconds(100)
 
     /// Whether other daemons may share this manager's queue (its store is on PostgreSQL).
     public nonisolated var queueIsShared: Bool { store.database.isShared }

@@ -67,6 +67,7 @@ extension DownloadManager {
         startUploads()
         claimFromPoolSoon()
         offerSurplusSoon()
+        shareHostsSoon()
         if isIdle { wakeIdleWaiters() }
     }
 

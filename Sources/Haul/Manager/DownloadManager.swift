@@ -121,6 +121,10 @@ public actor DownloadManager {
     var fleetMembers: [FleetLook.Member] = []
     /// Clients of this daemon that wait for the fleet's notifications (``setFleetListeners(_:)``).
     var fleetListeners = 0
+    /// The shares of the hosts are being asked for (``shareHosts()``).
+    var sharingHosts = false
+    /// When the shares of the hosts were last asked for.
+    var hostsSharedAt = ContinuousClock.now - .seconds(1)
     /// A claim from the fleet's pool, or an offer to it, is under way (``claimFromPool()``,
     /// ``offerSurplus()``).
     var claiming = false

@@ -107,6 +107,20 @@ struct DownloadQueue {
     /// The hosts that have downloads set aside.
     var blockedHosts: [String] { Array(blocked.keys) }
 
+    /// How many ready downloads are set aside for each host.
+    var blockedByHost: [String: Int] { blocked.mapValues(\.count) }
+
+    /// The downloads that could start but for the limits (ready, or set aside for their host),
+    /// in the order they would start, past the first `offset`. O(n log n) in those: for handing
+    /// a list's surplus to a fleet, once.
+    func startable(from offset: Int) -> [Key] {
+        var keys = ready.elements(from: 0, limit: ready.count)
+        for list in blocked.values { keys += list.elements(from: 0, limit: list.count) }
+        guard keys.count > offset else { return [] }
+        keys.sort()
+        return Array(keys[offset...])
+    }
+
     /// Ready downloads set aside for want of a connection to their host, across hosts.
     var blockedCount: Int { blocked.values.reduce(0) { $0 + $1.count } }
 

@@ -7,9 +7,24 @@ import Synchronization
 /// free); a segmented transfer takes extra slots for its other connections only while some
 /// are free, and gives them back when its connections end. Nobody waits for a slot while
 /// holding one, so there is no deadlock.
+///
+/// In a fleet (``share(_:)``) the limit is the fleet's: this process opens no more to a host
+/// than its share, which the manager asks the store for (``wanted(blocked:everyHost:)``), so that the
+/// fleet's shares add up to at most ``limit``.
 final class HostConnections: Sendable {
     let limit: Int
-    private let inUse = Mutex<[String: Int]>([:])
+    private struct State {
+        var inUse: [String: Int] = [:]
+        /// In a fleet, this process's share of each host; nil outside one.
+        var shares: [String: Int]?
+        /// In a fleet, the slots refused for want of a share since the shares were last asked for.
+        var short: [String: Int] = [:]
+    }
+
+    /// In a fleet, whether a slot was refused for want of a share since ``wanted(blocked:everyHost:)``
+    /// last asked: the shares are worth asking for again.
+    var wantsMore: Bool { state.withLock { !$0.short.isEmpty } }
+    private let state = Mutex(State())
 
     init(limit: Int) {
         self.limit = max(1, limit)
@@ -17,24 +32,60 @@ final class HostConnections: Sendable {
 
     /// Takes up to `wanted` slots for `host` and returns how many it got (0 when none is free).
     func acquire(upTo wanted: Int, host: String) -> Int {
-        inUse.withLock { inUse in
-            let granted = max(0, min(wanted, limit - inUse[host, default: 0]))
-            if granted > 0 { inUse[host, default: 0] += granted }
+        state.withLock { state in
+            let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
+            let granted = max(0, min(wanted, cap - state.inUse[host, default: 0]))
+            if granted > 0 { state.inUse[host, default: 0] += granted }
+            if granted < wanted, cap < limit, state.shares != nil { state.short[host, default: 0] += wanted - granted }
             return granted
         }
     }
 
     func release(_ count: Int, host: String) {
         guard count > 0 else { return }
-        inUse.withLock { inUse in
-            let left = inUse[host, default: 0] - count
-            inUse[host] = left > 0 ? left : nil
+        state.withLock { state in
+            let left = state.inUse[host, default: 0] - count
+            state.inUse[host] = left > 0 ? left : nil
         }
     }
 
     /// Free slots of `host` right now.
     func available(_ host: String) -> Int {
-        inUse.withLock { max(0, limit - $0[host, default: 0]) }
+        state.withLock { state in
+            let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
+            return max(0, cap - state.inUse[host, default: 0])
+        }
+    }
+
+    /// Whether this process shares the hosts with a fleet (``share(_:)``).
+    var isShared: Bool { state.withLock { $0.shares != nil } }
+
+    /// The connections this process would open to each host now, in a fleet: those open, the
+    /// downloads set aside for the host (`blocked`), and the slots refused since the last call
+    /// (extra connections of segmented transfers); every host it has a share of or wants one
+    /// of when `everyHost` (another member may want some), else only those whose share differs.
+    /// Forgets the slots refused.
+    func wanted(blocked: [String: Int], everyHost: Bool) -> [String: Int] {
+        state.withLock { state in
+            guard let shares = state.shares else { return [:] }
+            defer { state.short = [:] }
+            var wanted: [String: Int] = [:]
+            for host in Set(state.inUse.keys).union(blocked.keys).union(state.short.keys).union(shares.keys) {
+                let want = min(limit, state.inUse[host, default: 0] + blocked[host, default: 0] + state.short[host, default: 0])
+                if everyHost || want != shares[host, default: 0] { wanted[host] = want }
+            }
+            return wanted
+        }
+    }
+
+    /// From now on, this process opens no more to each of these hosts than its share (those not
+    /// named keep theirs; a host without one gets none).
+    func share(_ shares: [String: Int]) {
+        state.withLock { state in
+            var all = state.shares ?? [:]
+            for (host, share) in shares { all[host] = share > 0 ? share : nil }
+            state.shares = all
+        }
     }
 
     /// The host a URL's connections count against (lowercased; empty for a malformed URL,

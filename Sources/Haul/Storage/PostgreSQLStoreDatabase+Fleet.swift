@@ -138,6 +138,8 @@ extension PostgreSQLStoreDatabase {
             }
         }
         if !gone.isEmpty {
+            // Its shares of the hosts are free again.
+            try await connection.query("DELETE FROM fleetHost WHERE queue = \(queue) AND member = ANY(\(gone))", logger: logger)
             // A member killed here: its lease ends now, and nothing renews it again.
             try await connection.query(
                 """
@@ -401,6 +403,7 @@ extension PostgreSQLStoreDatabase {
         let giving = Task {
             try await writer.use(within: window) { connection in
                 try await connection.query("UPDATE fleetMember SET leaseUntil = 0 WHERE member = \(member.id)", logger: logger)
+                try await connection.query("DELETE FROM fleetHost WHERE member = \(member.id)", logger: logger)
             }
         }
         do { _ = try await giving.value } catch {

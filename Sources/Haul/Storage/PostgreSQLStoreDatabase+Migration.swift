@@ -104,6 +104,15 @@ extension PostgreSQLStoreDatabase {
                 "ALTER TABLE fleetMember ADD COLUMN status text NOT NULL DEFAULT ''",
                 // The lists of the whole queue (tellWaiting, tellStopped across a fleet).
                 "CREATE INDEX download_status ON download (queue, status)",
+                // Each member's share of a host's connections (--max-connections-per-host across
+                // the fleet, PostgreSQLStoreDatabase.shareHosts): the slots it holds and how
+                // many it would use.
+                """
+                CREATE TABLE fleetHost (
+                    queue text NOT NULL, host text NOT NULL, member text NOT NULL, slots bigint NOT NULL,
+                    wanted bigint NOT NULL, PRIMARY KEY (queue, host, member)
+                )
+                """,
             ]
         ),
     ]

@@ -78,6 +78,11 @@ protocol StoreDatabase: Sendable {
     /// Takes those of `ids` that wait in the pool; another member's are left to it.
     func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow]
 
+    /// Sets this member's shares of the connections to the hosts of `wanted` (how many it would
+    /// use to each), so that the fleet opens at most `limit` to each host, and returns them;
+    /// on SQLite, `wanted` capped at `limit` (a process of its own has no one to share with).
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: Int]) async throws(DownloadError) -> [String: Int]
+
     /// Why this store may not write any more, once another member of a queue it joined took its
     /// rows over (it was paused, or cut off, past its lease); nil while it may.
     var lostMembership: (any Error)? { get }
@@ -139,6 +144,10 @@ extension StoreDatabase {
     func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] { [] }
 
     func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] { [] }
+
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: Int]) async throws(DownloadError) -> [String: Int] {
+        wanted.mapValues { min(limit, $0) }
+    }
 
     var heldCondition: (sql: String, values: [DatabaseValue]) { ("", []) }
 
