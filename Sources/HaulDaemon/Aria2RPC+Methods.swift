@@ -445,9 +445,8 @@ extension Aria2RPC {
         return answer
     }
 
-    /// In a fleet, writes the changes made so far, so that the other daemons see them (one
-    /// commit per request, not per call: a multicall of 1000 `addUri` costs one). A failure is
-    /// the store's, said at its next write.
+    /// In a fleet, writes the changes made so far, so that the other daemons see them. A
+    /// failure is the store's, said at its next write.
     func settleForFleet() async {
         guard manager.queueIsShared else { return }
         try? await manager.flushForFleet()
@@ -506,8 +505,17 @@ extension Aria2RPC {
         }
     }
 
+    /// Who holds `id`; for a GID the fleet does not know, asked again for about a second: one
+    /// just added through another daemon by a batch or multicall may still be in that one's
+    /// group commit.
     private func holder(_ id: DownloadID) async throws(RPCError) -> DownloadManager.Holder {
-        do { return try await manager.holder(of: id) } catch { throw .failed(error.message) }
+        var waits: [Duration] = [.milliseconds(100), .milliseconds(200), .milliseconds(300), .milliseconds(400)]
+        while true {
+            let holder: DownloadManager.Holder
+            do { holder = try await manager.holder(of: id) } catch { throw .failed(error.message) }
+            guard holder == .nobody, !waits.isEmpty else { return holder }
+            try? await Task.sleep(for: waits.removeFirst())
+        }
     }
 
     /// Where aria2's page of `count` at `offset` lies in a list of `total`, or nil when it is empty.

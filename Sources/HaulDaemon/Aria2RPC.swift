@@ -138,9 +138,11 @@ public actor Aria2RPC {
         /// Carried here by another daemon of the fleet, which checked the token: answered here,
         /// never carried on again.
         var carried = false
-        /// A call that may change the queue ran: in a fleet, its changes are written before the
-        /// answer goes out, so that a call through another daemon sees them.
+        /// A call that may change the queue ran: in a fleet, a single call's changes are written
+        /// before the answer goes out, so that a call through another daemon sees them.
         var changed = false
+        /// Calls made, those of a multicall or a batch each.
+        var calls = 0
 
         /// Counts `count` more downloads into the answer, or refuses the call that would take it
         /// past ``Aria2RPC/maxListedPerRequest``.
@@ -177,7 +179,10 @@ public actor Aria2RPC {
     public func respond(to body: some DataProtocol, readOnly: Bool = false, client: String? = nil) async -> JSONValue {
         var exchange = Exchange(readOnly: readOnly, client: client)
         let answer = await respond(to: body, &exchange)
-        if exchange.changed { await settleForFleet() }
+        // A single call is written before its answer; a batch or multicall (a list added) is
+        // written by the group commit as always: a daemon asked about one of its GIDs meanwhile
+        // looks again for a moment (carry).
+        if exchange.changed, exchange.calls == 1 { await settleForFleet() }
         if exchange.refused {
             let until = backoff.answerTime(for: WrongTokenBackoff.bucket(client ?? ""), at: .now)
             try? await Task.sleep(until: until, clock: .continuous)
@@ -248,6 +253,7 @@ public actor Aria2RPC {
             throw .failed("\(method) changes the daemon's state, which the GET form of /jsonrpc never does; send it by POST or over the WebSocket")
         }
         if method == "system.multicall" { return try await multicall(Parameters(values: params), &exchange) }
+        exchange.calls += 1
         if !Self.readOnlyMethods.contains(method) { exchange.changed = true }
         return try await dispatch(method, Parameters(values: params), &exchange)
     }

@@ -146,14 +146,16 @@ extension DownloadManager {
         return mine + others
     }
 
-    /// Counts and rates across the whole queue: the counts from the store, this manager's
-    /// rates and the others' as published at their last look. Outside a fleet, ``totals()``.
+    /// Counts and rates across the whole queue: the counts from the store as last committed (a
+    /// poll does not cut the writer's group commit short; a change still in it shows within
+    /// about 50 ms), this manager's rates and the others' as published at their last look.
+    /// Outside a fleet, ``totals()``.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func fleetTotals() async throws(DownloadError) -> Totals {
         var totals = totals()
         guard answersForFleet, let me = store.database.memberIdentity else { return totals }
-        let counts = try await store.fetch(
+        let counts = try await store.fetchCommitted(
             "SELECT status, count(*) AS n, coalesce(sum(resultBytes), 0)::bigint AS bytes FROM download WHERE queue = ? GROUP BY status",
             [queue.databaseValue]
         ) { row in (status: DownloadStatus(storedValue: row["status"]) ?? .queued, count: Int(row["n"] as Int64), bytes: row["bytes"] as Int64) }

@@ -102,8 +102,6 @@ extension PostgreSQLStoreDatabase {
                 // speeds, its running downloads' progress, whether it has listeners for the
                 // fleet's notifications; read by the others to answer for the whole fleet.
                 "ALTER TABLE fleetMember ADD COLUMN status text NOT NULL DEFAULT ''",
-                // The lists of the whole queue (tellWaiting, tellStopped across a fleet).
-                "CREATE INDEX download_status ON download (queue, status)",
                 // Each member's share of a host's connections (--max-connections-per-host across
                 // the fleet, PostgreSQLStoreDatabase.shareHosts): the slots it holds and how
                 // many it would use.

@@ -40,8 +40,9 @@ final class Store: Sendable {
         return try await fetchCommitted(sql, values, decode)
     }
 
-    /// The rows `sql` selects as last committed, without waiting for the writer.
-    private func fetchCommitted<T: Sendable>(
+    /// The rows `sql` selects as last committed, without waiting for the writer (a poll of
+    /// counts every few milliseconds would otherwise cut its group commit short each time).
+    func fetchCommitted<T: Sendable>(
         _ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T
     ) async throws(DownloadError) -> [T] {
         do { return try await database.fetch(sql, values, decode) } catch is CancellationError {
