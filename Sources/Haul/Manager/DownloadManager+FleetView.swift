@@ -146,29 +146,34 @@ extension DownloadManager {
         return mine + others
     }
 
-    /// Counts and rates across the whole queue: the counts from the store as last committed (a
-    /// poll does not cut the writer's group commit short; a change still in it shows within
-    /// about 50 ms), this manager's rates and the others' as published at their last look.
-    /// Outside a fleet, ``totals()``.
+    /// Counts and rates across the whole queue: this manager's as ``totals()`` has them, the
+    /// others' counts (theirs and the pool's) from the store as last committed (a poll does not
+    /// cut the writer's group commit short), their rates and running bytes as each published at
+    /// its last look. Outside a fleet, ``totals()``.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func fleetTotals() async throws(DownloadError) -> Totals {
         var totals = totals()
         guard answersForFleet, let me = store.database.memberIdentity else { return totals }
         let counts = try await store.fetchCommitted(
-            "SELECT status, count(*) AS n, coalesce(sum(resultBytes), 0)::bigint AS bytes FROM download WHERE queue = ? GROUP BY status",
-            [queue.databaseValue]
+            """
+            SELECT status, count(*) AS n, coalesce(sum(resultBytes), 0)::bigint AS bytes FROM download
+            WHERE queue = ? AND owner IS DISTINCT FROM ? GROUP BY status
+            """,
+            [queue.databaseValue, me.id.databaseValue]
         ) { row in (status: DownloadStatus(storedValue: row["status"]) ?? .queued, count: Int(row["n"] as Int64), bytes: row["bytes"] as Int64) }
-        let byStatus = Dictionary(counts.map { ($0.status, $0) }, uniquingKeysWith: { first, _ in first })
-        totals.queued = byStatus[.queued]?.count ?? 0
-        totals.running = byStatus[.running]?.count ?? 0
-        totals.paused = byStatus[.paused]?.count ?? 0
-        totals.completed = byStatus[.completed]?.count ?? 0
-        totals.failed = byStatus[.failed]?.count ?? 0
-        let completedBytes = byStatus[.completed]?.bytes ?? 0
-        // This member's running downloads as they stand, the others' as published.
-        totals.bytesDone += completedBytes - book.completedBytes
-        totals.totalBytes += completedBytes - book.completedBytes
+        for (status, count, bytes) in counts {
+            switch status {
+            case .queued: totals.queued += count
+            case .running: totals.running += count
+            case .paused: totals.paused += count
+            case .completed:
+                totals.completed += count
+                totals.bytesDone += bytes
+                totals.totalBytes += bytes
+            case .failed: totals.failed += count
+            }
+        }
         for member in fleetMembers where member.id != me.id {
             let status = FleetStatus.decode(member.status)
             totals.bytesPerSecond += status.down
