@@ -87,6 +87,19 @@ class RPC:
             raise RuntimeError("%s: %s" % (method, answer["error"]))
         return answer["result"]
 
+    def metrics(self):
+        """The daemon's /metrics, as {name: summed value} (labels summed away)."""
+        self.connection.request("GET", "/metrics", headers={"Authorization": "Bearer bench"})
+        text = self.connection.getresponse().read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name, _, value = line.rpartition(" ")
+            name = name.split("{")[0]
+            samples[name] = samples.get(name, 0.0) + float(value)
+        return samples
+
 
 def as_postgres(command):
     """`command` run as the postgres user when this is root (PostgreSQL refuses root)."""
@@ -267,6 +280,17 @@ def run_fleet(haul, store, work, nginx, names, digests, sizes, args):
             time.sleep(0.05)
         wall = time.monotonic() - started
         rss = 0
+        # The store's side, from the live daemons' /metrics: claims made, and the group commits' mean latency.
+        claims, commit_seconds, commits = 0.0, 0.0, 0.0
+        for i in range(len(daemons)):
+            if i == killed:
+                continue
+            samples = rpcs[i].metrics()
+            claims += samples.get("haul_fleet_claims_total", 0)
+            commit_seconds += samples.get("haul_store_commit_duration_seconds_sum", 0)
+            commits += samples.get("haul_store_commit_duration_seconds_count", 0)
+        print("  (claims by the live daemons %d, %.0f a second of wall; %d commits, mean %.1f ms)"
+              % (claims, claims / wall, commits, 1000 * commit_seconds / max(commits, 1)), flush=True)
         for i in range(len(daemons)):
             if i == killed:
                 continue

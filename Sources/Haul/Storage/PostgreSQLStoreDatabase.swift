@@ -299,12 +299,13 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for
     /// three times the connect timeout (``window``). Each attempt, from when it has the slot,
-    /// may take the window plus 10 ms a row for a long transaction; one that gets no answer at
-    /// all (a server gone silent) then ends, its connection closed.
+    /// may take the connect timeout plus 10 ms a row for a long transaction; one that gets no
+    /// answer at all (a statement sent as the server went down, a server gone silent) then
+    /// ends, its connection closed, and is tried again on a new one while the window lasts.
     func retrying<T: Sendable>(
         on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let limit = window + .milliseconds(10) * rows
+        let limit = server.connectTimeout + .milliseconds(10) * rows
         let deadline = ContinuousClock.now + window
         var wait: Duration = .milliseconds(50)
         while true {
