@@ -232,8 +232,9 @@ extension DownloadManager {
         schedule()
     }
 
-    /// Starts ``shareHosts()`` when a download was set aside for want of a share since the
-    /// shares were last asked for.
+    /// Starts ``shareHosts()`` when a download was set aside for want of any share of its host
+    /// since the shares were last asked for (a host it holds some of waits for the next look: a
+    /// transaction each time a download of a busy host waits would hold up the group commit).
     func shareHostsSoon() {
         guard !sharingHosts, hosts.wantsMore, !isShutDown, ContinuousClock.now >= hostsSharedAt + Self.hostsShareSpacing else { return }
         sharingHosts = true

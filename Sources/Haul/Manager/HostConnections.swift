@@ -21,9 +21,12 @@ final class HostConnections: Sendable {
         var short: [String: Int] = [:]
     }
 
-    /// In a fleet, whether a slot was refused for want of a share since ``wanted(blocked:everyHost:)``
-    /// last asked: the shares are worth asking for again.
-    var wantsMore: Bool { state.withLock { !$0.short.isEmpty } }
+    /// In a fleet, whether a slot was refused since ``wanted(blocked:everyHost:)`` last asked
+    /// for a host this process has no share of at all (a host new to it): worth asking at once.
+    /// A host it has some of is asked for again at the next look.
+    var wantsMore: Bool {
+        state.withLock { state in state.short.keys.contains { state.shares?[$0, default: 0] == 0 } }
+    }
     private let state = Mutex(State())
 
     init(limit: Int) {
