@@ -115,18 +115,17 @@ final class FleetLink: Service {
         ]
         let (manager, timeout) = (manager, Self.callTimeout)
         let signed = sign(body)
+        // Sent apart: a send held up by the store (a connection being made) must not hold the
+        // wait past its timeout; a failure to send is the answer.
+        Task {
+            do throws(DownloadError) { try await manager.sendToFleet(signed, to: peer.id) } catch {
+                reply.yield(["error": RPCError.failed("cannot carry \(method) to the daemon \(peer.name): \(error.message)").json])
+            }
+        }
         let answer: JSONValue? = await withTaskGroup(of: JSONValue?.self) { group in
             group.addTask { await replies.first { _ in true } }
             group.addTask {
                 try? await Task.sleep(for: timeout)
-                return nil
-            }
-            group.addTask {
-                do throws(DownloadError) { try await manager.sendToFleet(signed, to: peer.id) } catch {
-                    return ["error": RPCError.failed("cannot carry \(method) to the daemon \(peer.name): \(error.message)").json]
-                }
-                // Sent: the reply or the timeout ends the wait.
-                try? await Task.sleep(for: timeout * 2)
                 return nil
             }
             defer { group.cancelAll() }

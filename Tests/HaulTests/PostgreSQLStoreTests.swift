@@ -276,28 +276,36 @@ struct PostgreSQLStoreTests {
     }
 
     /// A host's connections are shared out among the members that want them: never more than
-    /// the limit in all, an even split while several want more than they hold, and a member's
-    /// share is free again once it has left.
+    /// the limit in all, counting the connections a member still has open past its share, an
+    /// even split while several want more than they hold, and a member's share is free again
+    /// once it has left.
     @Test func theHostsConnectionsAreSharedOutAcrossTheFleet() async throws {
         try await PostgresServer.with { postgres in
             let first = try Self.store(postgres)
             let second = try Self.store(postgres)
             try await first.join("daemon")
             try await second.join("daemon")
+            let share = { (store: Store, wanted: [String: (Int, Int)]) in
+                try await store.database.shareHosts(
+                    "daemon", limit: 4, wanted: wanted.mapValues { HostConnections.Want(want: $0.0, open: $0.1) })
+            }
             // Alone in wanting: all it asks, up to the limit.
-            #expect(try await first.database.shareHosts("daemon", limit: 4, wanted: ["a": 9, "b": 1]) == ["a": 4, "b": 1])
+            #expect(try await share(first, ["a": (9, 0), "b": (1, 0)]) == ["a": 4, "b": 1])
             // The other finds nothing free, and says it wants some.
-            #expect(try await second.database.shareHosts("daemon", limit: 4, wanted: ["a": 3, "b": 2]) == ["a": 0, "b": 2])
-            // The first, asking again while the other wants, keeps an even split...
-            #expect(try await first.database.shareHosts("daemon", limit: 4, wanted: ["a": 4]) == ["a": 2])
-            // ...which the other then gets, no more.
-            #expect(try await second.database.shareHosts("daemon", limit: 4, wanted: ["a": 3]) == ["a": 2])
-            // Given back: a host wanted 0 is free for the other.
-            #expect(try await first.database.shareHosts("daemon", limit: 4, wanted: ["a": 0]) == ["a": 0])
-            #expect(try await second.database.shareHosts("daemon", limit: 4, wanted: ["a": 3]) == ["a": 3])
+            #expect(try await share(second, ["a": (3, 0), "b": (2, 0)]) == ["a": 0, "b": 2])
+            // The first, asking again while the other wants, keeps an even split; but its 4 open
+            // connections still count until they end...
+            #expect(try await share(first, ["a": (4, 4)]) == ["a": 2])
+            #expect(try await share(second, ["a": (3, 0)]) == ["a": 0])
+            // ...and once only 2 are open, the other gets the rest, no more.
+            #expect(try await share(first, ["a": (4, 2)]) == ["a": 2])
+            #expect(try await share(second, ["a": (3, 0)]) == ["a": 2])
+            // Given back: a host wanted 0, with nothing open, is free for the other.
+            #expect(try await share(first, ["a": (0, 0)]) == ["a": 0])
+            #expect(try await share(second, ["a": (3, 2)]) == ["a": 3])
             // A member that left holds nothing.
             try await second.close()
-            #expect(try await first.database.shareHosts("daemon", limit: 4, wanted: ["a": 4, "b": 3]) == ["a": 4, "b": 3])
+            #expect(try await share(first, ["a": (4, 0), "b": (3, 0)]) == ["a": 4, "b": 3])
             try await first.close()
         }
     }

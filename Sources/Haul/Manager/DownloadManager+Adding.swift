@@ -184,7 +184,7 @@ extension DownloadManager {
         let look = try await store.join(queue)
         (fleetOthers, isEldestOfFleet, fleetMembers) = (look.others, look.eldest, look.members)
         // In a fleet, the hosts' connections are counted across it: none until shared out.
-        if store.database.isShared { hosts.share([:]) }
+        if store.database.isShared { hosts.startSharing() }
         try await restore(rows: try await store.heldRows(queue: queue))
         watchFleet()
     }

@@ -223,7 +223,9 @@ extension DownloadManager {
         guard !wanted.isEmpty else { return }
         hostsSharedAt = .now
         do throws(DownloadError) {
-            hosts.share(try await store.database.shareHosts(queue, limit: hosts.limit, wanted: wanted))
+            // Nil: another member is sharing this moment; asked again at the next look.
+            guard let shares = try await store.database.shareHosts(queue, limit: hosts.limit, wanted: wanted) else { return }
+            hosts.share(shares, asked: wanted)
         } catch {
             // Asked again at the next look.
             downloader.configuration.logger.warning("\(error.message)")

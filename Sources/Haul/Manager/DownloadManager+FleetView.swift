@@ -153,8 +153,7 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func fleetTotals() async throws(DownloadError) -> Totals {
-        var totals = totals()
-        guard answersForFleet, let me = store.database.memberIdentity else { return totals }
+        guard answersForFleet, let me = store.database.memberIdentity else { return totals() }
         let counts = try await store.fetchCommitted(
             """
             SELECT status, count(*) AS n, coalesce(sum(resultBytes), 0)::bigint AS bytes FROM download
@@ -162,6 +161,8 @@ extension DownloadManager {
             """,
             [queue.databaseValue, me.id.databaseValue]
         ) { row in (status: DownloadStatus(storedValue: row["status"]) ?? .queued, count: Int(row["n"] as Int64), bytes: row["bytes"] as Int64) }
+        // The book as it stands after the read: a claim or an offer meanwhile is counted once.
+        var totals = totals()
         for (status, count, bytes) in counts {
             switch status {
             case .queued: totals.queued += count

@@ -17,8 +17,17 @@ final class HostConnections: Sendable {
         var inUse: [String: Int] = [:]
         /// In a fleet, this process's share of each host; nil outside one.
         var shares: [String: Int]?
-        /// In a fleet, the slots refused for want of a share since the shares were last asked for.
+        /// In a fleet, the slots refused for want of a share since the shares were last granted.
         var short: [String: Int] = [:]
+        /// In a fleet, the hosts this process last told the store it wants (so that a host it
+        /// stops wanting is given back, not left wanting in the others' eyes).
+        var asked: Set<String> = []
+    }
+
+    /// What this process would use of a host, and how many connections to it are open now.
+    struct Want: Sendable, Equatable {
+        var want: Int
+        var open: Int
     }
 
     /// In a fleet, whether a slot was refused since ``wanted(blocked:everyHost:)`` last asked
@@ -68,26 +77,41 @@ final class HostConnections: Sendable {
     /// (extra connections of segmented transfers); every host it has a share of or wants one
     /// of when `everyHost` (another member may want some), else only those whose share differs.
     /// Forgets the slots refused.
-    func wanted(blocked: [String: Int], everyHost: Bool) -> [String: Int] {
+    func wanted(blocked: [String: Int], everyHost: Bool) -> [String: Want] {
         state.withLock { state in
             guard let shares = state.shares else { return [:] }
-            defer { state.short = [:] }
-            var wanted: [String: Int] = [:]
-            for host in Set(state.inUse.keys).union(blocked.keys).union(state.short.keys).union(shares.keys) {
-                let want = min(limit, state.inUse[host, default: 0] + blocked[host, default: 0] + state.short[host, default: 0])
-                if everyHost || want != shares[host, default: 0] { wanted[host] = want }
+            var wanted: [String: Want] = [:]
+            let hosts = Set(state.inUse.keys).union(blocked.keys).union(state.short.keys).union(shares.keys).union(state.asked)
+            for host in hosts {
+                let open = state.inUse[host, default: 0]
+                let want = min(limit, open + blocked[host, default: 0] + state.short[host, default: 0])
+                if everyHost || want != shares[host, default: 0] || (want == 0) == state.asked.contains(host) {
+                    wanted[host] = Want(want: want, open: open)
+                }
             }
             return wanted
         }
     }
 
-    /// From now on, this process opens no more to each of these hosts than its share (those not
-    /// named keep theirs; a host without one gets none).
-    func share(_ shares: [String: Int]) {
+    /// From now on, this process opens no more to each host of `shares` than its share (those
+    /// not named keep theirs; a host without one gets none); `asked` is what the store was told.
+    /// The slots refused so far are forgotten: what they wanted is in the shares.
+    func share(_ shares: [String: Int], asked: [String: Want]) {
         state.withLock { state in
             var all = state.shares ?? [:]
             for (host, share) in shares { all[host] = share > 0 ? share : nil }
             state.shares = all
+            for (host, want) in asked {
+                if want.want > 0 { state.asked.insert(host) } else { state.asked.remove(host) }
+            }
+            state.short = [:]
+        }
+    }
+
+    /// Enters the fleet's counting: no host has a share until the store grants one.
+    func startSharing() {
+        state.withLock { state in
+            if state.shares == nil { state.shares = [:] }
         }
     }
 

@@ -5,18 +5,25 @@ import PostgresNIO
 /// connections, in `fleetHost`, and opens no more than its share.
 extension PostgreSQLStoreDatabase {
     /// Sets this member's shares of the hosts in `wanted` (how many connections it would use to
-    /// each) and returns them: what `limit` leaves after the other live members' shares, and,
-    /// while others want more than they hold, no more than an even split
+    /// each, and has open) and returns them: what `limit` leaves after the other live members'
+    /// slots, and, while others want more than they hold, no more than an even split
     /// (`⌈limit ÷ members wanting⌉`): a member holding more gives back as its connections end.
-    /// One member at a time (an advisory lock of the queue's), so the shares of a host never add
-    /// up to more than `limit`. A host wanted 0 is given back.
-    func shareHosts(_ queue: String, limit: Int, wanted: [String: Int]) async throws(DownloadError) -> [String: Int] {
+    /// A member's slots are its share, or the connections it still has open when those are more
+    /// (its share just shrank), so the connections open to a host never add up to more than
+    /// `limit`. One member at a time (an advisory lock of the queue's, tried: nil when another
+    /// member holds it, to ask again later, so that a member cut off in the middle holds nobody
+    /// up). A host wanted 0 is given back.
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostConnections.Want]) async throws(DownloadError) -> [String: Int]? {
         guard !wanted.isEmpty else { return [:] }
         let (logger, member) = (logger, member)
         let hosts = wanted.keys.sorted()
         do {
             return try await transaction(rows: hosts.count) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('haul.hosts'), hashtext(\(queue)))", logger: logger)
+                var locked = false
+                for try await got in try await connection.query(
+                    "SELECT pg_try_advisory_xact_lock(hashtext('haul.hosts'), hashtext(\(queue)))", logger: logger
+                ).decode(Bool.self) { locked = got }
+                guard locked else { return nil }
                 let others = try await connection.query(
                     """
                     SELECT h.host, h.slots, h.wanted FROM fleetHost h
@@ -32,15 +39,15 @@ extension PostgreSQLStoreDatabase {
                 }
                 var shares: [String: Int] = [:]
                 for host in hosts {
-                    var share = min(limit, wanted[host] ?? 0, max(0, limit - held[host, default: 0]))
+                    var share = min(limit, wanted[host]?.want ?? 0, max(0, limit - held[host, default: 0]))
                     if let others = wanting[host] { share = min(share, (limit + others) / (others + 1)) }
                     shares[host] = share
                 }
-                let kept = hosts.filter { (wanted[$0] ?? 0) > 0 }
-                let given = hosts.filter { (wanted[$0] ?? 0) == 0 }
+                let kept = hosts.filter { (wanted[$0]?.want ?? 0) > 0 || (wanted[$0]?.open ?? 0) > 0 }
+                let given = hosts.filter { !kept.contains($0) }
                 if !kept.isEmpty {
-                    let slots = kept.map { Int64(shares[$0] ?? 0) }
-                    let wants = kept.map { Int64(min(limit, wanted[$0] ?? 0)) }
+                    let slots = kept.map { Int64(max(shares[$0] ?? 0, wanted[$0]?.open ?? 0)) }
+                    let wants = kept.map { Int64(min(limit, wanted[$0]?.want ?? 0)) }
                     try await connection.query(
                         """
                         INSERT INTO fleetHost (queue, host, member, slots, wanted)

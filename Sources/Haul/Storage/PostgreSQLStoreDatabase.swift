@@ -299,13 +299,15 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for
     /// three times the connect timeout (``window``). Each attempt, from when it has the slot,
-    /// may take the connect timeout plus 10 ms a row for a long transaction; one that gets no
+    /// may take the connect timeout plus 10 ms a row for a long transaction (the window at most); one that gets no
     /// answer at all (a statement sent as the server went down, a server gone silent) then
     /// ends, its connection closed, and is tried again on a new one while the window lasts.
     func retrying<T: Sendable>(
         on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let limit = server.connectTimeout + .milliseconds(10) * rows
+        // Never more than the window: the lease (twice the window and a renewal) must outlast a
+        // daemon cut off in the middle of its longest transaction.
+        let limit = min(window, server.connectTimeout + .milliseconds(10) * rows)
         let deadline = ContinuousClock.now + window
         var wait: Duration = .milliseconds(50)
         while true {

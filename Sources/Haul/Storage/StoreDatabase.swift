@@ -79,9 +79,10 @@ protocol StoreDatabase: Sendable {
     func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow]
 
     /// Sets this member's shares of the connections to the hosts of `wanted` (how many it would
-    /// use to each), so that the fleet opens at most `limit` to each host, and returns them;
-    /// on SQLite, `wanted` capped at `limit` (a process of its own has no one to share with).
-    func shareHosts(_ queue: String, limit: Int, wanted: [String: Int]) async throws(DownloadError) -> [String: Int]
+    /// use to each, and has open), so that the fleet opens at most `limit` to each host, and
+    /// returns them; nil when another member is sharing at this moment (ask again later). On
+    /// SQLite, the wants capped at `limit` (a process of its own has no one to share with).
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostConnections.Want]) async throws(DownloadError) -> [String: Int]?
 
     /// Why this store may not write any more, once another member of a queue it joined took its
     /// rows over (it was paused, or cut off, past its lease); nil while it may.
@@ -145,8 +146,8 @@ extension StoreDatabase {
 
     func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] { [] }
 
-    func shareHosts(_ queue: String, limit: Int, wanted: [String: Int]) async throws(DownloadError) -> [String: Int] {
-        wanted.mapValues { min(limit, $0) }
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostConnections.Want]) async throws(DownloadError) -> [String: Int]? {
+        wanted.mapValues { min(limit, $0.want) }
     }
 
     var heldCondition: (sql: String, values: [DatabaseValue]) { ("", []) }
