@@ -287,7 +287,7 @@ struct PostgreSQLStoreTests {
             try await second.join("daemon")
             let share = { (store: Store, wanted: [String: (Int, Int)]) in
                 try await store.database.shareHosts(
-                    "daemon", limit: 4, wanted: wanted.mapValues { HostConnections.Want(want: $0.0, open: $0.1) })
+                    "daemon", limit: 4, wanted: wanted.mapValues { HostWant(want: $0.0, open: $0.1) })
             }
             // Alone in wanting: all it asks, up to the limit.
             #expect(try await share(first, ["a": (9, 0), "b": (1, 0)]) == ["a": 4, "b": 1])

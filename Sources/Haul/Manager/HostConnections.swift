@@ -24,12 +24,6 @@ final class HostConnections: Sendable {
         var asked: Set<String> = []
     }
 
-    /// What this process would use of a host, and how many connections to it are open now.
-    struct Want: Sendable, Equatable {
-        var want: Int
-        var open: Int
-    }
-
     /// In a fleet, whether a slot was refused since ``wanted(blocked:everyHost:)`` last asked
     /// for a host this process has no share of at all (a host new to it): worth asking at once.
     /// A host it has some of is asked for again at the next look.
@@ -77,16 +71,16 @@ final class HostConnections: Sendable {
     /// (extra connections of segmented transfers); every host it has a share of or wants one
     /// of when `everyHost` (another member may want some), else only those whose share differs.
     /// Forgets the slots refused.
-    func wanted(blocked: [String: Int], everyHost: Bool) -> [String: Want] {
+    func wanted(blocked: [String: Int], everyHost: Bool) -> [String: HostWant] {
         state.withLock { state in
             guard let shares = state.shares else { return [:] }
-            var wanted: [String: Want] = [:]
+            var wanted: [String: HostWant] = [:]
             let hosts = Set(state.inUse.keys).union(blocked.keys).union(state.short.keys).union(shares.keys).union(state.asked)
             for host in hosts {
                 let open = state.inUse[host, default: 0]
                 let want = min(limit, open + blocked[host, default: 0] + state.short[host, default: 0])
                 if everyHost || want != shares[host, default: 0] || (want == 0) == state.asked.contains(host) {
-                    wanted[host] = Want(want: want, open: open)
+                    wanted[host] = HostWant(want: want, open: open)
                 }
             }
             return wanted
@@ -96,7 +90,7 @@ final class HostConnections: Sendable {
     /// From now on, this process opens no more to each host of `shares` than its share (those
     /// not named keep theirs; a host without one gets none); `asked` is what the store was told.
     /// The slots refused so far are forgotten: what they wanted is in the shares.
-    func share(_ shares: [String: Int], asked: [String: Want]) {
+    func share(_ shares: [String: Int], asked: [String: HostWant]) {
         state.withLock { state in
             var all = state.shares ?? [:]
             for (host, share) in shares { all[host] = share > 0 ? share : nil }

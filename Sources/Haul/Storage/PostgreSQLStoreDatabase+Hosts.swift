@@ -13,7 +13,7 @@ extension PostgreSQLStoreDatabase {
     /// `limit`. One member at a time (an advisory lock of the queue's, tried: nil when another
     /// member holds it, to ask again later, so that a member cut off in the middle holds nobody
     /// up). A host wanted 0 is given back.
-    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostConnections.Want]) async throws(DownloadError) -> [String: Int]? {
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostWant]) async throws(DownloadError) -> [String: Int]? {
         guard !wanted.isEmpty else { return [:] }
         let (logger, member) = (logger, member)
         let hosts = wanted.keys.sorted()

@@ -82,7 +82,7 @@ protocol StoreDatabase: Sendable {
     /// use to each, and has open), so that the fleet opens at most `limit` to each host, and
     /// returns them; nil when another member is sharing at this moment (ask again later). On
     /// SQLite, the wants capped at `limit` (a process of its own has no one to share with).
-    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostConnections.Want]) async throws(DownloadError) -> [String: Int]?
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostWant]) async throws(DownloadError) -> [String: Int]?
 
     /// Why this store may not write any more, once another member of a queue it joined took its
     /// rows over (it was paused, or cut off, past its lease); nil while it may.
@@ -146,7 +146,7 @@ extension StoreDatabase {
 
     func claim(ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] { [] }
 
-    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostConnections.Want]) async throws(DownloadError) -> [String: Int]? {
+    func shareHosts(_ queue: String, limit: Int, wanted: [String: HostWant]) async throws(DownloadError) -> [String: Int]? {
         wanted.mapValues { min(limit, $0.want) }
     }
 
@@ -157,6 +157,13 @@ extension StoreDatabase {
     var leaseRenewals: Int { 0 }
 
     func failed() async {}
+}
+
+/// What a member of a fleet would use of a host's connections, and how many it has open now
+/// (``StoreDatabase/shareHosts(_:limit:wanted:)``).
+struct HostWant: Sendable, Equatable {
+    var want: Int
+    var open: Int
 }
 
 /// What a member of a fleet found when it looked (``StoreDatabase/takeOver(_:)``).
