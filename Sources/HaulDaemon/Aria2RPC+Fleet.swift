@@ -25,11 +25,14 @@ extension Aria2RPC {
         return answer
     }
 
-    /// In a fleet, writes the changes made so far, so that the other daemons see them. A
-    /// failure is the store's, said at its next write.
+    /// In a fleet, writes the changes made so far, so that the other daemons see them. The
+    /// answer goes out either way (the change is made here); a failure is said in the log, and
+    /// the store, failed for good, stops this daemon's downloads at its next look.
     func settleForFleet() async {
         guard manager.queueIsShared else { return }
-        try? await manager.flushForFleet()
+        do { try await manager.flushForFleet() } catch {
+            logger.warning("a change made through this daemon could not be written for the fleet to see: \(error.message)")
+        }
     }
 
     /// In a fleet, carries `method` (one of the whole queue's: `pauseAll`, `unpauseAll`,

@@ -139,8 +139,7 @@ extension DownloadManager {
             let rows = try await store.claim(queue: queue, limit: want)
             poolMayHaveRows = rows.count == want
             guard !rows.isEmpty, !isShutDown else { return }
-            insertRestored(rows)
-            claimedFromPool += rows.count
+            admitClaimed(rows)
             schedule()
         } catch {
             // A claim that was written but whose answer was lost: its rows are read at the next look.
@@ -148,6 +147,12 @@ extension DownloadManager {
             heldRowsToLoad = true
             downloader.configuration.logger.warning("\(error.message)")
         }
+    }
+
+    /// Brings downloads claimed from the pool into the book, and counts them.
+    func admitClaimed(_ rows: [DownloadRow]) {
+        insertRestored(rows)
+        claimedFromPool += rows.count
     }
 
     /// Queued downloads that could start now but for the limits: ready, or set aside until their

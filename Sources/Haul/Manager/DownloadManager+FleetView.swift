@@ -270,8 +270,7 @@ extension DownloadManager {
         guard queueIsShared, storeFailure == nil, !halted else { return false }
         let rows = try await store.claim(ids: [id])
         guard !isShutDown else { return false }
-        insertRestored(rows)
-        claimedFromPool += rows.count
+        admitClaimed(rows)
         schedule()
         return book.entries.contains(id)
     }
@@ -283,17 +282,16 @@ extension DownloadManager {
     public func claimPool() async throws(DownloadError) {
         guard queueIsShared, storeFailure == nil, !halted else { return }
         while true {
-            let rows = try await store.claim(queue: queue, limit: Self.reapBatch)
+            let rows = try await store.claim(queue: queue, limit: Self.poolClaimBatch)
             guard !isShutDown else { return }
-            insertRestored(rows)
-            claimedFromPool += rows.count
-            guard rows.count == Self.reapBatch else { break }
+            admitClaimed(rows)
+            guard rows.count == Self.poolClaimBatch else { break }
         }
         schedule()
     }
 
     /// Rows claimed from the pool in one transaction by ``claimPool()``.
-    static let reapBatch = 10_000
+    static let poolClaimBatch = 10_000
 
     // MARK: Messages
 

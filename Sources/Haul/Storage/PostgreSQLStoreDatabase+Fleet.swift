@@ -110,11 +110,7 @@ extension PostgreSQLStoreDatabase {
             logger: logger)
         for try await any in pooled.decode(Bool.self) { look.pooled = any }
         // One reaper at a time; a member that finds another reaping leaves it to it.
-        var reaping = false
-        for try await locked in try await connection.query(
-            "SELECT pg_try_advisory_xact_lock(hashtext('haul.fleet'), hashtext(\(queue)))", logger: logger
-        ).decode(Bool.self) { reaping = locked }
-        guard reaping else { return look }
+        guard try await tryLock("haul.fleet", of: queue, on: connection, logger: logger) else { return look }
         let candidates = try await connection.query(
             """
             SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp()), coalesce(heir, '')
@@ -181,6 +177,16 @@ extension PostgreSQLStoreDatabase {
                 """, logger: logger)
         }
         return look
+    }
+
+    /// Takes the advisory lock `name` of `queue` for the transaction under way if no other
+    /// transaction holds it; false when one does (never waits).
+    static func tryLock(_ name: String, of queue: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        var locked = false
+        for try await got in try await connection.query(
+            "SELECT pg_try_advisory_xact_lock(hashtext(\(name)), hashtext(\(queue)))", logger: logger
+        ).decode(Bool.self) { locked = got }
+        return locked
     }
 
     /// How many rows this store holds in `queue`: the manager compares it with its book now and

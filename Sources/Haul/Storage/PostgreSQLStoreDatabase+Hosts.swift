@@ -19,11 +19,7 @@ extension PostgreSQLStoreDatabase {
         let hosts = wanted.keys.sorted()
         do {
             return try await transaction(rows: hosts.count) { connection in
-                var locked = false
-                for try await got in try await connection.query(
-                    "SELECT pg_try_advisory_xact_lock(hashtext('haul.hosts'), hashtext(\(queue)))", logger: logger
-                ).decode(Bool.self) { locked = got }
-                guard locked else { return nil }
+                guard try await Self.tryLock("haul.hosts", of: queue, on: connection, logger: logger) else { return nil }
                 let others = try await connection.query(
                     """
                     SELECT h.host, h.slots, h.wanted FROM fleetHost h
