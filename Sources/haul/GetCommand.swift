@@ -121,7 +121,10 @@ struct GetCommand: AsyncParsableCommand {
         if output == "-" { return try await streamToStandardOutput(configuration) }
 
         // The options parsed once: every request shares them (one copy of the headers, not a million).
-        var template = DownloadRequest(url: "", directory: directory)
+        // --dir made absolute once: a relative one would be resolved against the current
+        // folder (a getcwd) four times a file of a long list.
+        let root = FilePaths.absolute(directory)
+        var template = DownloadRequest(url: "", directory: root)
         try transfer.apply(to: &template)
         let checksum = try self.checksum.map { text in
             do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
@@ -177,7 +180,7 @@ struct GetCommand: AsyncParsableCommand {
             fromMetalinks = []
             for (entry, made) in work {
                 do {
-                    var request = try made ?? request(for: entry, template: template, checksum: checksum)
+                    var request = try made ?? request(for: entry, template: template, checksum: checksum, root: root)
                     // A Metalink's file carries its own digests; a listed one checks the others.
                     if made == nil, let sums, request.checksum == nil { request.checksum = try listedChecksum(for: entry, in: sums) }
                     if case .file(let path) = request.destination {
@@ -296,8 +299,9 @@ struct GetCommand: AsyncParsableCommand {
             for line in metalink.skipped { Terminal.error("\(Self.shown(document)): skipped \(line)") }
         }
         var made: [(InputEntry, DownloadRequest)] = []
+        let root = FilePaths.absolute(directory)
         for file in metalink.files {
-            let request = file.request(in: directory, template: template)
+            let request = file.request(in: root, template: template)
             do throws(DownloadError) { try request.validate() } catch {
                 throw .invalidRequest("\(file.name): \(error.message)")
             }
@@ -345,8 +349,9 @@ struct GetCommand: AsyncParsableCommand {
 
     /// The request for one URL (and its mirrors) with the command's options; an entry's own `out=`, `dir=` and
     /// `checksum=` win.
-    private func request(for entry: InputEntry, template: DownloadRequest, checksum: Checksum?) throws -> DownloadRequest {
-        let folder = entry.dir ?? directory
+    /// `root` is `--dir`, absolute.
+    private func request(for entry: InputEntry, template: DownloadRequest, checksum: Checksum?, root: String) throws -> DownloadRequest {
+        let folder = entry.dir.map(FilePaths.absolute) ?? root
         var request = template
         request.sources = ([entry.url] + entry.mirrors).map { DownloadRequest.Source(uri: $0) }
         if let file = output ?? entry.out.map({ (folder as NSString).appendingPathComponent($0) }) {
@@ -356,7 +361,6 @@ struct GetCommand: AsyncParsableCommand {
         }
         // A list's files stay inside --dir, whatever links are planted there while it runs.
         if output == nil {
-            let root = FilePaths.absolute(directory)
             let path = FilePaths.absolute(request.destination.path)
             if path == root || path.hasPrefix(root == "/" ? "/" : root + "/") { request.confinement = root }
         }
