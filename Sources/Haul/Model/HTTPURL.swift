@@ -131,14 +131,24 @@ struct HTTPURL: Sendable, Equatable {
         isAlphanumeric(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
     }
 
-    /// Unreserved and sub-delimiters (RFC 3986's reg-name without percent-encoding).
+    /// Unreserved and sub-delimiters (RFC 3986's reg-name without percent-encoding). (A switch:
+    /// `"…".utf8.contains(byte)` walks the string's bytes for every byte of every URL.)
     private static func isHostByte(_ byte: UInt8) -> Bool {
-        isAlphanumeric(byte) || "-._~!$&'()*+,;=".utf8.contains(byte)
+        switch byte {
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"), UInt8(ascii: "$"),
+            UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+            UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
+            true
+        default: isAlphanumeric(byte)
+        }
     }
 
     /// What a path, query or fragment may hold without percent-encoding (`pchar`, `/` and `?`).
     private static func isPathByte(_ byte: UInt8) -> Bool {
-        isAlphanumeric(byte) || "-._~!$&'()*+,;=:@/?".utf8.contains(byte)
+        switch byte {
+        case UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"): true
+        default: isHostByte(byte)
+        }
     }
 
     private static func isAlphanumeric(_ byte: UInt8) -> Bool {
