@@ -119,6 +119,28 @@ extension StoreWriterTests {
         #expect(read.validators.etag == nil)
     }
 
+    /// A decoder for rows that may hold their columns in any order (PostgreSQL's are made from
+    /// dictionaries) finds them in each row, instead of reading one column's value as
+    /// another's; SQLite's rows keep the statement's order, and their columns are found once.
+    @Test func rowsWhoseColumnsComeInAnyOrderAreReadRight() async throws {
+        let store = try Store(inMemory: ())
+        #expect(store.database.rowsKeepColumnOrder)
+        var written = row(0)
+        written.lastError = "halfway"
+        written.finishOrder = 7
+        store.writer.insert(written)
+        store.writer.update(written.id, .finished(path: "/w/f0", bytes: 1234, fileModified: 1_700_000_000.5))
+        try await store.writer.flush()
+        let columns = DownloadRow.storedColumns
+        let forward = "SELECT \(columns.joined(separator: ", ")) FROM download"
+        let backward = "SELECT \(columns.reversed().joined(separator: ", ")) FROM download"
+        let read = try #require(try await store.fetch(forward, [], DownloadRow.decoder(sameOrder: true)).first)
+        #expect(read.id == written.id && read.path == "/w/f0" && read.resultBytes == 1234 && read.lastError == "halfway")
+        let anyOrder = DownloadRow.decoder(sameOrder: false)
+        #expect(try await store.fetch(forward, [], anyOrder) == [read])
+        #expect(try await store.fetch(backward, [], anyOrder) == [read])
+    }
+
     /// A whole row written back (``StoreWriter/insert(_:)`` replaces) keeps the ranges this boot
     /// wrote but did not flush: dropping them would make a rerun fetch them again.
     @Test func aRowWrittenBackKeepsThisBootsWrittenRanges() async throws {

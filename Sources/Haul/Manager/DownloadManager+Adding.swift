@@ -189,7 +189,7 @@ extension DownloadManager {
         watchFleet()
     }
 
-    /// ``restore()`` from the queue's rows, read just before (``storedDownloadsAndRows()``).
+    /// ``restore()`` from the queue's rows, read just before (``storedRows()``).
     func restore(rows: [DownloadRow]) async throws(DownloadError) {
         try await loadCounters()
         insertRestored(rows)
@@ -269,7 +269,12 @@ extension DownloadManager {
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     package func storedDownloads() async throws(DownloadError) -> [Download] {
-        try await storedDownloadsAndRows().map(\.download)
+        let rows = try await storedRows()
+        // Describing a row as restore() would must not move the manager's own counter.
+        let finishOrder = book.nextFinishOrder
+        let downloads = rows.map { describe(restoredEntry($0)) }
+        book.nextFinishOrder = finishOrder
+        return downloads
     }
 
     /// Download `id` of this queue, as ``download(_:)`` describes it when this manager holds it,
@@ -286,13 +291,9 @@ extension DownloadManager {
             .first
     }
 
-    /// ``storedDownloads()``, each with its row: what the store knows of its file.
-    func storedDownloadsAndRows() async throws(DownloadError) -> [(download: Download, row: DownloadRow)] {
-        let rows = try await store.rows(queue: queue)
-        // Describing a row as restore() would must not move the manager's own counter.
-        let finishOrder = book.nextFinishOrder
-        let downloads = rows.map { (describe(restoredEntry($0)), $0) }
-        book.nextFinishOrder = finishOrder
-        return downloads
+    /// The rows the store keeps for this manager's queue, in queue order, without bringing any
+    /// into the manager: what ``storedDownloads()`` describes and ``restore(rows:)`` continues.
+    func storedRows() async throws(DownloadError) -> [DownloadRow] {
+        try await store.rows(queue: queue)
     }
 }

@@ -189,7 +189,8 @@ extension DownloadManager {
 
     /// The downloads `sql` selects, each this manager's as it holds it, or as its row records it.
     func storedDownloads(_ sql: String, _ values: [DatabaseValue]) async throws(DownloadError) -> [Download] {
-        let rows = try await store.fetch(sql, values) { row in (try DownloadRow(row: row), row["owner"] as String?) }
+        let decode = DownloadRow.decoder(sameOrder: store.database.rowsKeepColumnOrder)
+        let rows = try await store.fetch(sql, values) { row in (try decode(row), row["owner"] as String?) }
         return rows.map { row, owner in book.entries[row.id].map(describe) ?? describe(row, owner: owner) }
     }
 

@@ -159,14 +159,14 @@ public final class Mirror: Sendable {
     ///   its ``Configuration/checksumFile`` cannot be fetched or read.
     public func run(_ events: @escaping @Sendable (Event) -> Void = { _ in }) async throws(DownloadError) -> Summary {
         var configuration = configuration
-        let earlier: [(download: DownloadManager.Download, row: DownloadRow)]
+        let earlier: [DownloadRow]
         do throws(DownloadError) {
             if configuration.checksums == nil, let location = configuration.checksumFile {
                 configuration.checksums = try await ChecksumFile.load(location, template: configuration.template, downloader: downloader)
             }
-            earlier = try await manager.storedDownloadsAndRows()
+            earlier = try await manager.storedRows()
             // Unfinished files of an earlier run continue now (not in a dry run, which changes nothing).
-            if !configuration.dryRun { try await manager.restore(rows: earlier.map(\.row)) }
+            if !configuration.dryRun { try await manager.restore(rows: earlier) }
         } catch {
             await manager.shutdown()
             throw error

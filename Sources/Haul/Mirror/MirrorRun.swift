@@ -6,10 +6,9 @@ import Synchronization
 final class MirrorRun: Sendable {
     private let configuration: Mirror.Configuration
     private var root: String { configuration.directory }
-    /// The mirror's downloads from earlier runs, by file.
-    private let earlier: [String: DownloadManager.Download]
-    /// The rows of the completed ones, by file: what was saved, and the validators to ask with.
-    private let completed: [String: DownloadRow]
+    /// The rows of the mirror's downloads from earlier runs, by file: for a completed one, what
+    /// was saved and the validators to ask with.
+    private let earlier: [String: DownloadRow]
     private let events: @Sendable (Mirror.Event) -> Void
     /// Files copied before, each to be asked about with one conditional request (``check(with:manager:limit:isStopped:)``).
     private let checks: AsyncStream<Check>
@@ -35,19 +34,13 @@ final class MirrorRun: Sendable {
     private let state = Mutex(State())
 
     init(
-        configuration: Mirror.Configuration, earlier: [(download: DownloadManager.Download, row: DownloadRow)],
-        events: @escaping @Sendable (Mirror.Event) -> Void
+        configuration: Mirror.Configuration, earlier: [DownloadRow], events: @escaping @Sendable (Mirror.Event) -> Void
     ) {
         self.configuration = configuration
-        var byFile: [String: DownloadManager.Download] = [:]
-        var completed: [String: DownloadRow] = [:]
-        for (download, row) in earlier {
-            let path = download.request.destination.path
-            byFile[path] = download
-            completed[path] = download.status == .completed ? row : nil
-        }
+        var byFile: [String: DownloadRow] = [:]
+        byFile.reserveCapacity(earlier.count)
+        for row in earlier { byFile[row.request.destination.path] = row }
         self.earlier = byFile
-        self.completed = completed
         self.events = events
         (checks, checksContinuation) = AsyncStream.makeStream()
     }
@@ -99,7 +92,7 @@ final class MirrorRun: Sendable {
             request.confinement = confinement
             request.checksum = checksum
             // Only a file copied from this URL: another URL's file is fetched, not compared.
-            if let row = completed[path], row.url == request.url, !row.validators.isEmpty, Self.isAsWritten(row, path: path) {
+            if let row = before, row.status == .completed, row.url == request.url, !row.validators.isEmpty, Self.isAsWritten(row, path: path) {
                 // Copied before and untouched since: one conditional HEAD, off the manager,
                 // says whether it changed.
                 checksContinuation.yield(Check(request: request, row: row, listed: checksum != nil))
@@ -261,13 +254,13 @@ final class MirrorRun: Sendable {
         let dryRun = configuration.dryRun
         let seen = state.withLock { $0.seen }
         var deleted = 0
-        for (path, download) in earlier.sorted(by: { $0.key < $1.key }) where !seen.contains(path) {
+        for (path, row) in earlier.sorted(by: { $0.key < $1.key }) where !seen.contains(path) {
             let relative = String(path.dropFirst(root.count + 1))
-            if download.status == .completed, download.result != nil {
-                guard let row = completed[path], Self.isAsWritten(row, path: path) else {
+            if row.status == .completed {
+                guard Self.isAsWritten(row, path: path) else {
                     // Changed or replaced since the mirror wrote it: not the mirror's any more.
                     if Self.exists(path) { events(.problem("kept \(path): it changed since this mirror wrote it")) }
-                    if !dryRun { await manager.remove(download.id) }
+                    if !dryRun { await manager.remove(row.id) }
                     continue
                 }
                 if dryRun {
@@ -279,14 +272,14 @@ final class MirrorRun: Sendable {
                     try deleteConfined(path, row: row)
                     events(.deleted(relative))
                     deleted += 1
-                    await manager.remove(download.id)
+                    await manager.remove(row.id)
                     removeEmptyFolders(above: path)
                 } catch {
                     events(.problem("\(relative) not deleted: \(error.message)"))
                 }
             } else if !dryRun {
                 // An unfinished copy of a file that is gone: its part file goes with it.
-                await manager.remove(download.id)
+                await manager.remove(row.id)
             }
         }
         return deleted

@@ -144,30 +144,85 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     }
 
     init(row: Row) throws {
-        id = DownloadID(stored: row["id"])
-        queue = row["queue"]
+        try self.init(row: row, at: try ColumnIndexes(row))
+    }
+
+    /// Where each column is in the rows of one result: found by name once for all of them. (GRDB
+    /// finds a column by name with a lowercased copy of the name each time: 27 copies a row, and
+    /// for a row made from PostgreSQL's, a lowercased copy of every column it passes on the way.)
+    struct ColumnIndexes: Sendable {
+        var id = 0, queue = 0, url = 0, destinationKind = 0, destination = 0, request = 0, priority = 0, position = 0
+        var dependencies = 0, status = 0, finishOrder = 0, path = 0, totalLength = 0, etag = 0, lastModified = 0
+        var acceptsRanges = 0, ranges = 0, unsynced = 0, sourceValidators = 0, resultBytes = 0, fileModified = 0
+        var errorKind = 0, lastError = 0, errorReason = 0, createdAt = 0, updatedAt = 0, sources = 0
+
+        /// Throws when `row` lacks one of the table's columns.
+        init(_ row: Row) throws {
+            var index: [String: Int] = [:]
+            for (offset, name) in row.columnNames.enumerated() where index[name.lowercased()] == nil {
+                index[name.lowercased()] = offset
+            }
+            func at(_ column: WritableKeyPath<ColumnIndexes, Int>, _ name: String) throws {
+                guard let found = index[name.lowercased()] else { throw DatabaseError(message: "the download row has no column \(name)") }
+                self[keyPath: column] = found
+            }
+            try at(\.id, "id"); try at(\.queue, "queue"); try at(\.url, "url"); try at(\.destinationKind, "destinationKind")
+            try at(\.destination, "destination"); try at(\.request, "request"); try at(\.priority, "priority")
+            try at(\.position, "position"); try at(\.dependencies, "dependencies"); try at(\.status, "status")
+            try at(\.finishOrder, "finishOrder"); try at(\.path, "path"); try at(\.totalLength, "totalLength")
+            try at(\.etag, "etag"); try at(\.lastModified, "lastModified"); try at(\.acceptsRanges, "acceptsRanges")
+            try at(\.ranges, "ranges"); try at(\.unsynced, "unsynced"); try at(\.sourceValidators, "sourceValidators")
+            try at(\.resultBytes, "resultBytes"); try at(\.fileModified, "fileModified"); try at(\.errorKind, "errorKind")
+            try at(\.lastError, "lastError"); try at(\.errorReason, "errorReason"); try at(\.createdAt, "createdAt")
+            try at(\.updatedAt, "updatedAt"); try at(\.sources, "sources")
+        }
+    }
+
+    /// Decodes the rows of one result. With `sameOrder` (rows that all hold their columns in one
+    /// order: ``StoreDatabase/rowsKeepColumnOrder``), the columns are found once for all of
+    /// them (``ColumnIndexes``); else again for each row.
+    static func decoder(sameOrder: Bool) -> @Sendable (Row) throws -> DownloadRow {
+        guard sameOrder else { return { row in try DownloadRow(row: row) } }
+        final class Found: Sendable { let indexes = Mutex<ColumnIndexes?>(nil) }
+        let found = Found()
+        return { row in
+            let indexes = try found.indexes.withLock { known in
+                if let known { return known }
+                let made = try ColumnIndexes(row)
+                known = made
+                return made
+            }
+            return try DownloadRow(row: row, at: indexes)
+        }
+    }
+
+    /// The row from `row`, whose columns are where `columns` says. (Each read names its type, so
+    /// that GRDB reads it straight from the statement.)
+    init(row: Row, at columns: ColumnIndexes) throws {
+        id = DownloadID(stored: row[columns.id] as Int64)
+        queue = row[columns.queue] as String?
         request = try Self.request(
-            options: row["request"], url: row["url"], sources: row["sources"] ?? "", destinationKind: row["destinationKind"],
-            destination: row["destination"])
-        priority = row["priority"]
-        position = row["position"]
-        dependencies = (row["dependencies"] as String? ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
-        status = DownloadStatus(storedValue: row["status"]) ?? .queued
-        finishOrder = row["finishOrder"]
-        path = row["path"]
-        totalLength = row["totalLength"]
-        validators = Validators(etag: row["etag"], lastModified: row["lastModified"])
-        acceptsRanges = row["acceptsRanges"]
-        ranges = row["ranges"] ?? ByteRanges()
-        unsynced = Self.unsynced(stored: row["unsynced"])
-        sourceValidators = Self.sourceValidators(stored: row["sourceValidators"])
-        resultBytes = row["resultBytes"]
-        fileModified = row["fileModified"]
-        errorKind = (row["errorKind"] as Int?).map(DownloadError.Kind.init(storedValue:))
-        lastError = row["lastError"]
-        errorReason = (row["errorReason"] as String?).flatMap(DownloadError.Reason.init(storedName:))
-        createdAt = Date(timeIntervalSince1970: row["createdAt"])
-        updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
+            options: row[columns.request] as String, url: row[columns.url] as String, sources: row[columns.sources] as String? ?? "",
+            destinationKind: row[columns.destinationKind] as Int, destination: row[columns.destination] as String)
+        priority = row[columns.priority] as Int
+        position = row[columns.position] as Int64
+        dependencies = (row[columns.dependencies] as String? ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
+        status = (row[columns.status] as Int?).flatMap(DownloadStatus.init(storedValue:)) ?? .queued
+        finishOrder = row[columns.finishOrder] as Int64?
+        path = row[columns.path] as String?
+        totalLength = row[columns.totalLength] as Int64?
+        validators = Validators(etag: row[columns.etag] as String?, lastModified: row[columns.lastModified] as String?)
+        acceptsRanges = row[columns.acceptsRanges] as Bool? ?? false
+        ranges = row[columns.ranges] as ByteRanges? ?? ByteRanges()
+        unsynced = Self.unsynced(stored: row[columns.unsynced] as String?)
+        sourceValidators = Self.sourceValidators(stored: row[columns.sourceValidators] as String?)
+        resultBytes = row[columns.resultBytes] as Int64?
+        fileModified = row[columns.fileModified] as Double?
+        errorKind = (row[columns.errorKind] as Int?).map(DownloadError.Kind.init(storedValue:))
+        lastError = row[columns.lastError] as String?
+        errorReason = (row[columns.errorReason] as String?).flatMap(DownloadError.Reason.init(storedName:))
+        createdAt = Date(timeIntervalSince1970: row[columns.createdAt] as Double)
+        updatedAt = Date(timeIntervalSince1970: row[columns.updatedAt] as Double)
     }
 
     /// Every byte the part file holds by this row's record, as a rerun in this boot trusts it.

@@ -67,6 +67,9 @@ final class SQLiteStoreDatabase: StoreDatabase {
         }
     }
 
+    /// A statement's rows: one `Row`, stepped through, whose columns keep the statement's order.
+    var rowsKeepColumnOrder: Bool { true }
+
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
         try await database.read { db in
             // A statement of a few placeholders is one of the store's own, asked again and again

@@ -41,6 +41,11 @@ protocol StoreDatabase: Sendable {
     /// any case).
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T]
 
+    /// Whether the rows ``fetch(_:_:_:)`` gives for one query all hold their columns in one
+    /// order, so that a decoder may find them once (SQLite's, a statement's rows); false where
+    /// each row is made from a dictionary, in any order (PostgreSQL's).
+    var rowsKeepColumnOrder: Bool { get }
+
     /// Runs `statements` in one transaction: all of them, or none when one fails.
     func write(_ statements: [StoreStatement]) async throws
 
@@ -124,6 +129,8 @@ protocol StoreDatabase: Sendable {
 
 extension StoreDatabase {
     var isShared: Bool { false }
+
+    var rowsKeepColumnOrder: Bool { false }
 
     func join(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
 
