@@ -61,11 +61,11 @@ extension Aria2RPC {
     /// In a fleet, the answer to a call about a download this daemon does not hold: from the
     /// daemon that does (carried to it), or after claiming it from the pool (nil: answered here).
     /// Nil outside a fleet, for a GID prefix, and for a download of this daemon's.
-    func carry(_ method: String, _ p: Parameters, _ exchange: Exchange) async throws(RPCError) -> JSONValue? {
+    func carry(_ method: String, _ p: Parameters, _ exchange: inout Exchange) async throws(RPCError) -> JSONValue? {
         guard let fleet, !exchange.carried, Self.carried.contains(method), p.count > 0, let gid = try? p.gid(0), gid.count == 16,
             let id = DownloadID(gid)
         else { return nil }
-        switch try await holder(id) {
+        switch try await holder(id, &exchange) {
         case .thisDaemon, .nobody:
             return nil
         case .pool:
@@ -74,7 +74,7 @@ extension Aria2RPC {
             guard !Self.readOnlyMethods.contains(method) else { return nil }
             let claimed: Bool
             do { claimed = try await manager.claimOffered(id) } catch { throw .failed(error.message) }
-            guard !claimed, case .peer(let peer) = try await holder(id) else { return nil }
+            guard !claimed, case .peer(let peer) = try await holder(id, &exchange) else { return nil }
             return try await fleet.call(peer, method, p.values)
         case .gone:
             guard !Self.readOnlyMethods.contains(method) else { return nil }
@@ -88,18 +88,27 @@ extension Aria2RPC {
         }
     }
 
-    /// Who holds `id`; for a GID the fleet does not know, asked again for about a second: one
-    /// just added through another daemon by a batch or multicall may still be in that one's
-    /// group commit.
-    private func holder(_ id: DownloadID) async throws(RPCError) -> DownloadManager.Holder {
-        var waits: [Duration] = [.milliseconds(100), .milliseconds(200), .milliseconds(300), .milliseconds(400)]
+    /// Who holds `id`; for a GID the fleet does not know, asked again until about a second after
+    /// the request first met one: a download just added through another daemon by a batch or
+    /// multicall may still be in that one's group commit. A request about many unknown GIDs (a
+    /// multicall) waits that second once, not once for each.
+    private func holder(_ id: DownloadID, _ exchange: inout Exchange) async throws(RPCError) -> DownloadManager.Holder {
+        var pause = Duration.milliseconds(100)
         while true {
             let holder: DownloadManager.Holder
             do { holder = try await manager.holder(of: id) } catch { throw .failed(error.message) }
-            guard holder == .nobody, !waits.isEmpty else { return holder }
-            try? await Task.sleep(for: waits.removeFirst())
+            guard holder == .nobody else { return holder }
+            let end = exchange.unknownGIDsWaitEnds ?? .now + Self.unknownGIDWait
+            exchange.unknownGIDsWaitEnds = end
+            let left = end - .now
+            guard left > .zero else { return holder }
+            try? await Task.sleep(for: min(pause, left))
+            pause += .milliseconds(100)
         }
     }
+
+    /// How long a request waits for GIDs the fleet does not know to appear.
+    static let unknownGIDWait = Duration.seconds(1)
 
     /// Where aria2's page of `count` at `offset` lies in a list of `total`, or nil when it is empty.
     static func pageBounds(total: Int, offset: Int, count: Int) -> (start: Int, limit: Int, reversed: Bool)? {

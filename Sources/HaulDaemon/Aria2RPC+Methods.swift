@@ -4,7 +4,7 @@ import Haul
 extension Aria2RPC {
     func dispatch(_ method: String, _ p: Parameters, _ exchange: inout Exchange) async throws(RPCError) -> JSONValue {
         if Self.uploadControls.contains(method), let upload = await upload(try p.gid(0)) { return try await control(upload, method, p) }
-        if let answer = try await carry(method, p, exchange) { return answer }
+        if let answer = try await carry(method, p, &exchange) { return answer }
         switch method {
         case "aria2.addUri": return try await addURI(p)
         case "aria2.addMetalink": return try await addMetalink(p)

@@ -143,6 +143,9 @@ public actor Aria2RPC {
         var changed = false
         /// Calls made, those of a multicall or a batch each.
         var calls = 0
+        /// In a fleet, when the request stops waiting for GIDs no daemon knows yet (set at the
+        /// first one it meets).
+        var unknownGIDsWaitEnds: ContinuousClock.Instant?
 
         /// Counts `count` more downloads into the answer, or refuses the call that would take it
         /// past ``Aria2RPC/maxListedPerRequest``.

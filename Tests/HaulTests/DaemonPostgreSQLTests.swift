@@ -83,6 +83,18 @@ struct DaemonPostgreSQLTests {
                         let refusal = await #expect(throws: RPCClient.Failure.self) { try await second.call("aria2.unpause", [.string(gid)]) }
                         #expect(refusal?.description == "GID#\(gid) cannot be unpaused now")
 
+                        // GIDs no daemon knows, in one multicall: the second waits about a second
+                        // once for them to appear (a list just added through another daemon may
+                        // still be on its way to the store), not a second for each of the six.
+                        let unknown: [JSONValue] = (0..<6).map { number in
+                            ["methodName": "aria2.tellStatus", "params": second.tokenParams([.string(String(format: "%016llx", 0xdead_0000 + number))])]
+                        }
+                        let asked = ContinuousClock.now
+                        let answers = try await second.call("system.multicall", [.array(unknown)])
+                        let waited = ContinuousClock.now - asked
+                        #expect(answers.array?.count == 6 && answers.array?.allSatisfy { $0["code"] != nil } == true, "\(answers)")
+                        #expect(waited >= .seconds(1) && waited < .seconds(4), "six unknown GIDs took \(waited)")
+
                         // The first's notification reached the second's client.
                         let messages = try await heard.value
                         #expect(messages.contains { $0.contains("aria2.onDownloadComplete") && $0.contains(gid) }, "\(messages)")
