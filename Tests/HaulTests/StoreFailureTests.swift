@@ -2,6 +2,8 @@ import Foundation
 import HaulTestSupport
 import Testing
 
+@testable import Haul
+
 /// The store cannot be written (its disk is full): nothing fails quietly. The downloads stop
 /// with one clear error, the command exits non-zero, every file at its final name is complete,
 /// and nothing already on disk is lost.
@@ -29,13 +31,65 @@ import Testing
             #expect(lines.count == 1, "one line, not one a download: \(stderr.prefix(500))")
             #expect(stderr.contains("cannot save the download records in \(dir.file("state"))/state.sqlite"))
             #expect(stderr.contains("disk is full") && stderr.contains("free some space"))
-            let files = try FileManager.default.contentsOfDirectory(atPath: dir.file("out"))
+            // None at all when the disk filled before the first download had its file.
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) ?? []
             for file in files where !file.hasSuffix(".part") {
                 let index = Int(file.dropFirst().prefix { $0.isNumber })!
                 #expect(dir.contents("out/" + file) == testBytes(1000, seed: UInt64(index)), "\(file) is complete")
             }
             #expect(files.count < 3000, "it stopped")
         }
+    }
+
+    /// The store fails while downloads wait and none runs, so no attempt ends to notice it:
+    /// resuming them fails them with the store's error and leaves the manager idle, instead of
+    /// keeping them queued, never to start, and the run waiting forever. (`haul get` hung so
+    /// about one run in two when the disk filled between one attempt's end and the next start.)
+    @Test(.enabled("needs root and a mountable tmpfs") { TinyDisk.canMount })
+    func downloadsWaitingWhenTheStoreFailsFailWithItsError() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let disk = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
+        defer { disk.unmount() }
+        let downloader = try Downloader(.init(stateDirectory: dir.file("state")))
+        do {
+            let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 2))
+            // Paused downloads (nothing runs) until their rows fill the disk.
+            var ids: [DownloadManager.ID] = []
+            for batch in 0..<50 {
+                let requests = (0..<200).map { DownloadRequest(url: "http://127.0.0.1:9/\(batch)/\($0).bin", file: dir.file("out/\(batch)-\($0).bin")) }
+                do throws(DownloadError) {
+                    ids += try await manager.add(contentsOf: requests, paused: true).compactMap { try? $0.get() }
+                    try await manager.store.flush()
+                } catch {
+                    break
+                }
+            }
+            let failure = await manager.failure
+            #expect(failure?.message.contains("disk is full") == true, "the disk filled: \(String(describing: failure))")
+            for id in ids.prefix(10) { await manager.resume(id) }
+            let idle = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    await manager.waitUntilIdle()
+                    return true
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(10))
+                    return false
+                }
+                let first = await group.next() ?? false
+                // A shut-down manager is idle: the waiter returns, and so does the test.
+                if !first { await manager.shutdown() }
+                group.cancelAll()
+                return first
+            }
+            #expect(idle, "the resumed downloads stayed queued with the store failed")
+            let resumed = await manager.download(ids[0])
+            #expect(resumed?.status == .failed && resumed?.error == failure, "\(String(describing: resumed))")
+            await manager.shutdown()
+        }
+        // Its last words are the store's failure too.
+        try? await downloader.shutdown()
     }
 
     @Test(.enabled("needs root and a mountable tmpfs") { TinyDisk.canMount })

@@ -57,6 +57,9 @@ extension DownloadManager {
 
     func schedule() {
         guard !isShutDown, storeFailure == nil else {
+            // The store failed after the last attempt that ended looked (on the writer's own
+            // thread): the downloads still waiting fail now, or nothing would end the run.
+            if !isShutDown, let failure = storeFailure { halt(failure) }
             if isIdle { wakeIdleWaiters() }
             return
         }
@@ -144,14 +147,15 @@ extension DownloadManager {
     }
 
     /// The store failed: nothing more can be recorded, so every download stops where it is
-    /// (its bytes stay in its part file) and reports the store's error.
+    /// (its bytes stay in its part file) and reports the store's error. Downloads queued again
+    /// after that (a resume) fail as they come: none can start.
     func halt(_ failure: DownloadError) {
-        guard !halted else { return }
+        let first = !halted
         halted = true
-        for id in Array(book.index.active) { transition(id) { $0.shutdown() } }
+        if first { for id in Array(book.index.active) { transition(id) { $0.shutdown() } } }
         for key in book.index.waiting.elements(from: 0, limit: book.index.waiting.count) {
             transition(key.id) { $0.fail(failure) }
         }
-        haltUploads(failure)
+        if first { haltUploads(failure) }
     }
 }
