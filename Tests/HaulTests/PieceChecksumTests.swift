@@ -8,6 +8,22 @@ import Testing
 /// again from another source and the source that served it is dropped and named; only
 /// verified pieces are recorded.
 @Suite struct PieceChecksumTests {
+    /// File work (a piece's digest) asked for by a task that was stopped meanwhile is a
+    /// cancellation, not a failure of the download ("cannot run file work…" failed a download
+    /// whose segment was given up as its piece was checked).
+    @Test func fileWorkOfAStoppedTaskIsACancellation() async {
+        let task = Task { () async -> DownloadError? in
+            withUnsafeCurrentTask { $0?.cancel() }
+            do throws(DownloadError) {
+                _ = try await offTheEventLoops { () throws(DownloadError) in 1 }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(await task.value?.kind == .cancelled)
+    }
+
     static let piece = 256 << 10
     static let size = 24 * piece + 1000
 
