@@ -24,6 +24,23 @@ import Testing
         #expect(try other.tryLock() != nil)
     }
 
+    /// A checkpoint that comes after the file was put at its final name straight from no name
+    /// leaves no `.part` beside it (under load one came that late: the same complete file under
+    /// both names, `f11.bin.part` left behind).
+    @Test func aFilePutInPlaceFromNoNameIsNeverNamedAfter() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let part = try #require(PartFile.unnamed(path: dir.file("f.bin.part")), "this filesystem has no O_TMPFILE")
+        let bytes = testBytes(5000, seed: 9)
+        try part.write(ByteBuffer(bytes: bytes), at: 0)
+        let committed = try await FileCommitter().commit(part, to: dir.file("f.bin"), replacing: false)
+        #expect(committed.path == dir.file("f.bin"))
+        // The late checkpoint.
+        #expect(try part.name() == false)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["f.bin"])
+        #expect(dir.contents("f.bin") == bytes)
+    }
+
     @Test func anUnnamedPartFileNeverTakesOrRemovesAnotherWritersFile() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }

@@ -139,23 +139,14 @@ final class FileCommitter: Sendable {
     /// system allows it).
     private static func putInPlace(_ entry: Entry) -> Placement {
         let part = entry.part
-        if !part.isNamed {
-            guard entry.replacing else { return linkInPlace(entry) }
-            // Nothing there: the link is all it takes. Over a file: only from a name of its own
-            // (a rename replaces, a link does not).
-            if haul_link_descriptor(part.descriptor, part.directory, part.relativeName(entry.destination)) == 0 {
-                return .placed(at: entry.destination)
-            }
-            guard errno == EEXIST else { return .failed(.io("create", path: entry.destination, errno: errno)) }
-            do {
-                guard try part.name() else {
-                    return .failed(.io("\(part.path) belongs to another download of \(entry.destination); this one was not kept", path: part.path))
-                }
-            } catch {
-                return .failed(error)
-            }
-            return placed(rename(part, to: entry.destination), entry)
+        // A file without a name is placed with its naming held: a checkpoint still under way
+        // must not give it the part file's name as well.
+        let unnamed = part.whileUnnamed { name -> (result: Placement, placed: Bool) in
+            let placement = placeUnnamed(entry, name: name)
+            if case .failed = placement { return (placement, false) }
+            return (placement, true)
         }
+        if let unnamed { return unnamed }
         if entry.replacing { return placed(rename(part, to: entry.destination), entry) }
         if haul_rename_noreplace(part.directory, part.localName, part.relativeName(entry.destination)) == 0 { return .placed(at: entry.destination) }
         switch errno {
@@ -169,6 +160,27 @@ final class FileCommitter: Sendable {
         case let code:
             return .failed(.io("rename \(part.path) to", path: entry.destination, errno: code))
         }
+    }
+
+    /// Puts a part file without a name at the destination; `name` gives it the part file's
+    /// name (to rename it over a file, which a link cannot replace).
+    private static func placeUnnamed(_ entry: Entry, name: () throws(DownloadError) -> Bool) -> Placement {
+        let part = entry.part
+        guard entry.replacing else { return linkInPlace(entry) }
+        // Nothing there: the link is all it takes. Over a file: only from a name of its own
+        // (a rename replaces, a link does not).
+        if haul_link_descriptor(part.descriptor, part.directory, part.relativeName(entry.destination)) == 0 {
+            return .placed(at: entry.destination)
+        }
+        guard errno == EEXIST else { return .failed(.io("create", path: entry.destination, errno: errno)) }
+        do {
+            guard try name() else {
+                return .failed(.io("\(part.path) belongs to another download of \(entry.destination); this one was not kept", path: part.path))
+            }
+        } catch {
+            return .failed(error)
+        }
+        return placed(rename(part, to: entry.destination), entry)
     }
 
     /// Links a part file without a name at the destination. It never claimed that name, so a

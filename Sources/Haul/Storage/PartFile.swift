@@ -27,8 +27,10 @@ final class PartFile: Sendable {
     /// The part file's name for the `*at` system calls: relative to ``folder`` when there is
     /// one, else ``path`` itself.
     let localName: String
-    /// False until an unnamed part file is given its name.
-    private let named: Mutex<Bool>
+    /// Whether the file has the part file's name, or its bytes were put at their final name
+    /// straight from no name (``whileUnnamed(_:)``): then it never takes the part file's name.
+    private enum Naming { case unnamed, named, placed }
+    private let naming: Mutex<Naming>
     /// The file was made empty by this download (an unnamed one): nobody else has written to it,
     /// so its size is what this download wrote, and nothing in it needs to be forgotten.
     let startedEmpty: Bool
@@ -53,7 +55,7 @@ final class PartFile: Sendable {
             throw Self.foreign(path)
         }
         descriptor = fd
-        named = Mutex(true)
+        naming = Mutex(.named)
         startedEmpty = false
     }
 
@@ -62,7 +64,7 @@ final class PartFile: Sendable {
         self.descriptor = descriptor
         self.folder = folder
         localName = folder == nil ? path : Self.lastComponent(of: path)
-        named = Mutex(false)
+        naming = Mutex(.unnamed)
         startedEmpty = true
     }
 
@@ -112,26 +114,56 @@ final class PartFile: Sendable {
     private static let canLinkDescriptors = access("/proc/self/fd", X_OK) == 0
 
     /// Whether the file has its name, `path`.
-    var isNamed: Bool { named.withLock { $0 } }
+    var isNamed: Bool { naming.withLock { $0 == .named } }
 
     /// Gives an unnamed part file its name `path`, locked before it is visible so that no
     /// other writer can take it in between. Does nothing for a named one.
     ///
     /// - Returns: false when something is at `path` already (another process downloads the
-    ///   same file): the file stays unnamed.
+    ///   same file), or when the bytes are at their final name already (a checkpoint that
+    ///   comes after the file was put in place): the file stays as it is.
     /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when the name cannot be made.
     func name() throws(DownloadError) -> Bool {
-        try named.withLock { (named: inout Bool) throws(DownloadError) -> Bool in
-            if named { return true }
-            // Nobody else can hold the lock of a file without a name.
-            _ = try tryLock()
-            guard haul_link_descriptor(descriptor, directory, localName) == 0 else {
-                if errno == EEXIST { return false }
-                throw .io("create", path: path, errno: errno)
+        try naming.withLock { (naming: inout Naming) throws(DownloadError) -> Bool in
+            switch naming {
+            case .named: return true
+            case .placed: return false
+            case .unnamed: break
             }
-            named = true
+            guard try link() else { return false }
+            naming = .named
             return true
         }
+    }
+
+    /// For a file without a name: runs `place`, which puts it at its final name, with its
+    /// naming held, so that no checkpoint gives it the part file's name meanwhile or after
+    /// (the same file under both names, the `.part` left behind). `place` may name it first
+    /// with the function it is given (``name()``'s work), and says whether the bytes are now
+    /// at their final name. Nil, without running `place`, for a file that has its name.
+    func whileUnnamed<T>(_ place: (_ name: () throws(DownloadError) -> Bool) -> (result: T, placed: Bool)) -> T? {
+        naming.withLock { naming in
+            guard naming == .unnamed else { return nil }
+            var namedNow = false
+            let (result, placed) = place { () throws(DownloadError) -> Bool in
+                guard try self.link() else { return false }
+                namedNow = true
+                return true
+            }
+            naming = namedNow ? .named : placed ? .placed : .unnamed
+            return result
+        }
+    }
+
+    /// Links the unnamed file at `path`, locked first; false when something is there already.
+    private func link() throws(DownloadError) -> Bool {
+        // Nobody else can hold the lock of a file without a name.
+        _ = try tryLock()
+        guard haul_link_descriptor(descriptor, directory, localName) == 0 else {
+            if errno == EEXIST { return false }
+            throw .io("create", path: path, errno: errno)
+        }
+        return true
     }
 
     /// Removes the part file from its folder, if it has a name (an unnamed one goes with its
