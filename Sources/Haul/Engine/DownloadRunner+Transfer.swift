@@ -387,8 +387,8 @@ extension DownloadRunner {
             if let digest = transfer.digest {
                 actual = digest.finalizeHex()
             } else {
-                // Seconds of reading for a big resumed file: never on an event loop, whose
-                // connections (every download's on that loop) would stall meanwhile.
+                // Seconds of reading for a big resumed file: on the threads for blocking I/O,
+                // not on one of the few that run every download's tasks.
                 let part = transfer.part
                 actual = try await offTheEventLoops { () throws(DownloadError) in
                     try Self.digest(of: part, upTo: total, algorithm: checksum.algorithm).finalizeHex()

@@ -1,10 +1,7 @@
-import NIOPosix
 import Synchronization
 
-/// The task of one attempt. It is started on an event loop picked in turn (so that, where
-/// Swift Concurrency runs on NIO's event loops, the attempts and their connections spread over
-/// every core instead of sticking to the manager's), which means it may not exist yet when a
-/// stop arrives: the stop is remembered and applied as soon as it does.
+/// The task of one attempt, and a stop that may come before the task is set (it is then
+/// applied as soon as it is).
 final class AttemptHandle: Sendable {
     private struct State {
         var task: Task<Void, Never>?
@@ -15,16 +12,16 @@ final class AttemptHandle: Sendable {
 
     private let state = Mutex(State())
 
-    /// Starts `body` in a task created on the next event loop of NIO's shared group.
+    /// Starts `body` in a task of its own, on Swift's global executor. (It was started from an
+    /// event loop picked in turn, to spread the attempts over the loops where they ran on them;
+    /// they never did in the release binary, and the hop cost a thread switch a download.)
     static func start(_ body: @escaping @Sendable (AttemptHandle) async -> Void) -> AttemptHandle {
         let handle = AttemptHandle()
-        MultiThreadedEventLoopGroup.singleton.next().execute {
-            handle.set(
-                Task {
-                    await body(handle)
-                    handle.finish()
-                })
-        }
+        handle.set(
+            Task {
+                await body(handle)
+                handle.finish()
+            })
         return handle
     }
 

@@ -105,13 +105,14 @@ extension DownloadManager {
     /// longer runs what only the eldest member may. Said once.
     func haltFleetMember(_ failure: DownloadError) {
         isEldestOfFleet = false
-        // Said even when an attempt that ended halted the downloads first (halt() says nothing).
+        // Said even when the downloads were halted first (by an attempt that ended, or by the
+        // next scheduling: halt() says nothing).
         if !fleetFailureSaid {
             fleetFailureSaid = true
             downloader.configuration.logger.error("stopping every download and upload: \(failure.message)")
         }
-        guard !halted else { return }
         halt(failure)
+        // Another member may be taking these over: no running upload goes on here.
         for id in uploadIDs([.running]) { Task { await self.stopUpload(id, .shutdown) } }
     }
 

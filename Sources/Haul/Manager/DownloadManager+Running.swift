@@ -147,15 +147,14 @@ extension DownloadManager {
     }
 
     /// The store failed: nothing more can be recorded, so every download stops where it is
-    /// (its bytes stay in its part file) and reports the store's error. Downloads queued again
-    /// after that (a resume) fail as they come: none can start.
+    /// (its bytes stay in its part file) and reports the store's error. Downloads and uploads
+    /// queued again after that (a resume) fail as they come: none can start.
     func halt(_ failure: DownloadError) {
-        let first = !halted
+        if !halted { for id in Array(book.index.active) { transition(id) { $0.shutdown() } } }
         halted = true
-        if first { for id in Array(book.index.active) { transition(id) { $0.shutdown() } } }
         for key in book.index.waiting.elements(from: 0, limit: book.index.waiting.count) {
             transition(key.id) { $0.fail(failure) }
         }
-        if first { haltUploads(failure) }
+        haltUploads(failure)
     }
 }

@@ -150,7 +150,8 @@ final class PartFile: Sendable {
                 namedNow = true
                 return true
             }
-            naming = namedNow ? .named : placed ? .placed : .unnamed
+            // Placed (linked, or named and then renamed): not at `path` any more either way.
+            naming = placed ? .placed : namedNow ? .named : .unnamed
             return result
         }
     }

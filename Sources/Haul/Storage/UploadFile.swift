@@ -10,7 +10,8 @@ import NIOPosix
 import Synchronization
 
 /// The local file an upload reads: opened once, read a chunk at a time at any offset, on NIO's
-/// threads for blocking I/O (an event loop's connections would wait on a slow disk otherwise).
+/// threads for blocking I/O (the few threads that run every transfer's tasks would wait on a
+/// slow disk otherwise).
 final class UploadFile: Sendable {
     /// What tells whether the file is still the one an upload began with.
     ///
