@@ -49,12 +49,14 @@ import Testing
     func downloadsWaitingWhenTheStoreFailsFailWithItsError() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
-        let disk = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
+        let disk = try #require(TinyDisk(at: dir.file("state"), size: "1m"))
         defer { disk.unmount() }
         let downloader = try Downloader(.init(stateDirectory: dir.file("state")))
         do {
             let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 2))
-            // Paused downloads (nothing runs) until their rows fill the disk.
+            // A paused upload, then paused downloads (nothing runs) until their rows fill the disk.
+            try dir.write("up.bin", testBytes(1000, seed: 5))
+            let upload = try await manager.addUpload(UploadRequest(file: dir.file("up.bin"), url: "http://127.0.0.1:9/up.bin"), paused: true)
             var ids: [DownloadManager.ID] = []
             for batch in 0..<50 {
                 let requests = (0..<200).map { DownloadRequest(url: "http://127.0.0.1:9/\(batch)/\($0).bin", file: dir.file("out/\(batch)-\($0).bin")) }
@@ -68,6 +70,8 @@ import Testing
             let failure = await manager.failure
             #expect(failure?.message.contains("disk is full") == true, "the disk filled: \(String(describing: failure))")
             for id in ids.prefix(10) { await manager.resume(id) }
+            // Resumed after the downloads' halt: it fails too, rather than waiting to start.
+            await manager.resume(upload)
             let idle = await withTaskGroup(of: Bool.self) { group in
                 group.addTask {
                     await manager.waitUntilIdle()
@@ -86,6 +90,7 @@ import Testing
             #expect(idle, "the resumed downloads stayed queued with the store failed")
             let resumed = await manager.download(ids[0])
             #expect(resumed?.status == .failed && resumed?.error == failure, "\(String(describing: resumed))")
+            #expect(await manager.upload(upload)?.status == .failed)
             await manager.shutdown()
         }
         // Its last words are the store's failure too.

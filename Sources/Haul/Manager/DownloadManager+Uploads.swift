@@ -417,7 +417,10 @@ extension DownloadManager {
     /// Fails an upload that does not run with `error`: it ends now, among the finished.
     private func failWaitingUpload(_ id: ID, _ error: DownloadError) {
         uploadBook.nextFinishOrder += 1
-        uploadBook.entries[id]?.finishOrder = uploadBook.nextFinishOrder
+        // Read first: read inside the assignment, it overlapped the entry's modification of the
+        // same book (a crash, "simultaneous accesses", when the store failed with an upload waiting).
+        let order = uploadBook.nextFinishOrder
+        uploadBook.entries[id]?.finishOrder = order
         uploadBook.entries[id]?.status = .failed
         uploadBook.entries[id]?.error = error
         hub.send(.upload(id, .failed(error)))
