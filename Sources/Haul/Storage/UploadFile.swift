@@ -104,9 +104,12 @@ final class UploadFile: Sendable {
     func chunk(at offset: Int64, count: Int, reusing spare: consuming ByteBuffer? = nil) async throws(DownloadError) -> ByteBuffer {
         let (path, fd) = (self.path, descriptor)
         let wanted = Int(max(0, min(Int64(count), length - offset)))
-        // Handed over in a box, so that the read below holds the only reference to it.
+        // Handed over in a box both ways, so that the read below holds the only reference to
+        // it, and so does the caller after it: returned through the pool's continuation, the
+        // pool's thread could still hold the buffer when the caller gives it back as the next
+        // spare, which would then be copied to be written.
         let box = Handover(consume spare)
-        return try await offTheEventLoops { () throws(DownloadError) -> ByteBuffer in
+        try await offTheEventLoops { () throws(DownloadError) in
             var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted)
             buffer.clear()
             var failure: DownloadError?
@@ -127,8 +130,10 @@ final class UploadFile: Sendable {
                 return done
             }
             if let failure { throw failure }
-            return buffer
+            box.put(buffer)
         }
+        guard let chunk = box.take() else { throw .io("cannot read \(path)", path: path) }
+        return chunk
     }
 
     private static func read(_ fd: Int32, into block: inout [UInt8], count: Int, at offset: Int64, path: String) throws(DownloadError) -> Int {
@@ -152,4 +157,6 @@ private final class Handover: Sendable {
     init(_ buffer: consuming ByteBuffer?) { self.buffer = Mutex(buffer) }
 
     func take() -> ByteBuffer? { buffer.withLock { $0.take() } }
+
+    func put(_ new: ByteBuffer) { buffer.withLock { $0 = new } }
 }
