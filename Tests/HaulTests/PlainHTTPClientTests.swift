@@ -68,6 +68,59 @@ struct PlainHTTPClientTests {
         #expect(server.accepted == 2)
     }
 
+    /// The server closes a kept-alive connection while it sits idle, without a word (its
+    /// keep-alive timeout): the client hears it then, and a request that cannot be sent twice
+    /// (a PATCH with a body, as a tus upload sends) goes on a new connection instead of failing
+    /// on the dead one.
+    @Test func aConnectionClosedWhileIdleIsNotUsedAgain() async throws {
+        let server = try ScriptedServer { index, connection, server in
+            guard let request = connection.readRequest() else { return }
+            server.note(String(request.prefix { $0 != " " }))
+            if request.hasPrefix("PATCH") { _ = connection.readBody(count: 5) }
+            connection.write(ScriptedServer.answer("\(index)"))
+            // The script ends: the connection is closed after the answer.
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        #expect(try await get(client, server, "/a") == (200, "0"))
+        try await Task.sleep(for: .milliseconds(300))
+        let body = RequestBody(length: 5) { _, _ in ByteBuffer(string: "hello") }
+        let response = try await client.execute(
+            .PATCH, host: "127.0.0.1", port: server.port, target: "/b",
+            headers: [:], connectTimeout: .seconds(5), body: body)
+        var answer = ""
+        for try await part in response.body { answer += String(buffer: part) }
+        #expect(Int(response.status.code) == 200)
+        #expect(answer == "1")
+        #expect(server.accepted == 2)
+        #expect(server.notes == ["GET", "PATCH"])
+    }
+
+    /// The server writes to a kept-alive connection between requests, unasked (a `408` some
+    /// servers send before an idle close they then delay): those bytes are not taken as the
+    /// next request's answer; the connection is given up and the request goes on a new one.
+    @Test func bytesSentUnaskedBetweenRequestsEndTheConnection() async throws {
+        let server = try ScriptedServer { index, connection, server in
+            guard connection.readRequest() != nil else { return }
+            connection.write(ScriptedServer.answer("\(index)"))
+            guard index == 0 else { return }
+            usleep(100_000)
+            connection.write("HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+            server.note(connection.clientClosed(within: 5) ? "closed" : "still open")
+        }
+        defer { server.stop() }
+        let client = client()
+        defer { client.shutdown() }
+
+        #expect(try await get(client, server, "/a") == (200, "0"))
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await get(client, server, "/b") == (200, "1"))
+        #expect(server.accepted == 2)
+        #expect(try await waitUntil { server.notes == ["closed"] })
+    }
+
     @Test func connectionCloseIsHonoured() async throws {
         let server = try ScriptedServer { index, connection, server in
             guard connection.readRequest() != nil else { return }

@@ -21,6 +21,18 @@ final class ScriptedServer: Sendable {
             }
         }
 
+        /// `count` bytes of a request's body, or nil when the client closed first.
+        func readBody(count: Int) -> [UInt8]? {
+            var data = [UInt8](repeating: 0, count: count)
+            var received = 0
+            while received < count {
+                let n = data[received...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                guard n > 0 else { return nil }
+                received += n
+            }
+            return data
+        }
+
         func write(_ text: String) {
             let bytes = Array(text.utf8)
             var sent = 0
