@@ -42,6 +42,28 @@ struct FolderListingsTests {
         #expect(listings.contains(composed, or: "x", in: dir.path) == false)
     }
 
+    /// A folder on a file system other machines write to as well is not kept: inotify would
+    /// not hear another daemon of a fleet put a file in it. The caller looks each time.
+    @Test func aFolderOnASharedFileSystemIsLeftToTheCaller() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try Data("a".utf8).write(to: URL(fileURLWithPath: dir.file("a.bin")))
+        #expect(FolderListings(isShared: { _ in true }).contains("a.bin", or: "x", in: dir.path) == nil)
+        #expect(FolderListings(isShared: { _ in false }).contains("a.bin", or: "x", in: dir.path) == true)
+    }
+
+    @Test func networkAndUserSpaceFileSystemsAreShared() throws {
+        #expect(FolderListings.isShared(fileSystemType: 0x6969), "NFS")
+        #expect(FolderListings.isShared(fileSystemType: 0xFF53_4D42), "CIFS")
+        #expect(FolderListings.isShared(fileSystemType: 0x6573_5546), "FUSE (sshfs, rclone mount…)")
+        #expect(FolderListings.isShared(fileSystemType: Int64(Int32(bitPattern: 0xFE53_4D42))), "SMB2, as a sign-extended 32-bit field")
+        #expect(!FolderListings.isShared(fileSystemType: 0xEF53), "ext4")
+        #expect(!FolderListings.isShared(fileSystemType: 0x0102_1994), "tmpfs")
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        #expect(!FolderListings.isOnSharedFileSystem(dir.path), "the tests' own folder is local")
+    }
+
     /// A folder not there yet is looked at by the caller; once made, it is read.
     @Test func aFolderMadeLaterIsReadThen() throws {
         let dir = try TestDirectory()

@@ -14,6 +14,7 @@
 #include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #else
 #include <errno.h>
 #include <unistd.h>
@@ -116,6 +117,18 @@ static inline int haul_syncfs(int fd) {
     return syncfs(fd);
 #else
     return fsync(fd);
+#endif
+}
+
+/// The `statfs` magic number of the file system holding `path` (Linux), or -1 when it cannot
+/// be read (and elsewhere).
+static inline long long haul_file_system_type(const char *path) {
+#if defined(__linux__)
+    struct statfs info;
+    return statfs(path, &info) == 0 ? (long long)info.f_type : -1;
+#else
+    (void)path;
+    return -1;
 #endif
 }
 

@@ -1,3 +1,4 @@
+import CHaulSystem
 import Foundation
 import Synchronization
 
@@ -10,7 +11,10 @@ import Synchronization
 /// of a list of small files after the transfer itself. The answer here is as current as an
 /// `lstat`'s: the kernel queues a folder's changes as they happen, and every question first
 /// reads what is queued. Where inotify is not available, or more than ``maxFolders`` folders
-/// are asked about, the caller looks itself.
+/// are asked about, the caller looks itself. So it does for a folder on a file system that other
+/// machines write to as well (NFS, SMB, FUSE, Ceph…): inotify hears only this machine's own
+/// changes there, and a fleet's daemons sharing one download folder would miss each other's
+/// files (a part file left by a daemon that was killed, which its successor continues).
 ///
 /// A listing keeps a 64-bit digest of each name's bytes, not the name: 8 bytes a name instead
 /// of a string (which for a name of more than 15 bytes is an allocation of its own). A name
@@ -62,11 +66,36 @@ final class FolderListings: Sendable {
 
     private let state: Mutex<State>
     private let digest: @Sendable (UnsafeRawBufferPointer) -> Int
+    private let isShared: @Sendable (String) -> Bool
 
-    /// - Parameter digest: the digest of a name's bytes (a test passes one that collides).
-    init(digest: @escaping @Sendable (UnsafeRawBufferPointer) -> Int = FolderListings.standardDigest) {
+    /// - Parameters:
+    ///   - digest: the digest of a name's bytes (a test passes one that collides).
+    ///   - isShared: whether a folder is on a file system other machines change too.
+    init(
+        digest: @escaping @Sendable (UnsafeRawBufferPointer) -> Int = FolderListings.standardDigest,
+        isShared: @escaping @Sendable (String) -> Bool = FolderListings.isOnSharedFileSystem
+    ) {
         state = Mutex(State(descriptor: inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))))
         self.digest = digest
+        self.isShared = isShared
+    }
+
+    /// Whether `folder` is on a network or user-space file system, whose changes made elsewhere
+    /// inotify does not report.
+    @Sendable static func isOnSharedFileSystem(_ folder: String) -> Bool {
+        let type = haul_file_system_type(folder)
+        return type != -1 && isShared(fileSystemType: Int64(type))
+    }
+
+    /// The `statfs` magic numbers of the file systems changed from more than one machine (or by
+    /// a user-space process inotify does not hear): NFS, SMB, CIFS, SMB2, FUSE, Ceph, 9P, AFS,
+    /// kAFS, OCFS2, GFS2, Lustre and GPFS.
+    static func isShared(fileSystemType type: Int64) -> Bool {
+        let shared: Set<Int64> = [
+            0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x6573_5546, 0x00C3_6400, 0x0102_1997, 0x5346_414F,
+            0x6B41_4653, 0x7461_636F, 0x0116_1970, 0x0BD0_0BD0, 0x4750_4653,
+        ]
+        return shared.contains(type & 0xFFFF_FFFF)
     }
 
     /// The digest of a name's bytes: the standard library's seeded hash, stable for the process.
@@ -108,6 +137,10 @@ final class FolderListings: Sendable {
     /// reported, never missed.
     private func watch(_ folder: String, _ state: inout State) -> Int32? {
         guard !state.unwatchable.contains(folder), state.watches.count < Self.maxFolders else { return nil }
+        guard !isShared(folder) else {
+            state.unwatchable.insert(folder)
+            return nil
+        }
         let watch = inotify_add_watch(state.descriptor, folder, Self.events)
         guard watch >= 0 else {
             // A missing folder is made later by its first download: it may be watched then.
