@@ -16,8 +16,11 @@ import Synchronization
 /// `{"events": [NOTIFICATION, …]}`, and the MAC its HMAC-SHA256 under a key made from the RPC
 /// secret, with the sender's id: a role that may connect to the database but does not know the
 /// secret can neither make a daemon act nor answer in one's name. Every daemon of a fleet needs
-/// the same `--rpc-secret`. A call is answered once (a `NOTIFY` sent again is dropped), only by
-/// the daemon it is addressed to, and only within ``callTimeout`` of when it was sent.
+/// the same `--rpc-secret`. A call is answered only by the daemon it is addressed to, and only
+/// within ``callTimeout`` of when it was sent. It is sent again while unanswered
+/// (``callResends``): a `NOTIFY` sent while the other's listening connection is being made
+/// again (PostgreSQL restarted, the connection cut) reaches no one. A call that arrives twice is
+/// run once; the second time its answer is sent again, in case the first was the one lost.
 final class FleetLink: Service {
     let manager: DownloadManager
     let logger: Logger
@@ -38,9 +41,13 @@ final class FleetLink: Service {
         var outgoing: [JSONValue] = []
         /// Another daemon has WebSocket clients, as of the last send.
         var othersListen = false
-        /// The ids of the calls answered lately, oldest first: one sent twice is answered once.
+        /// The ids of the calls answered lately, oldest first: one sent twice is run once.
         var answered: [String] = []
         var answeredSet: Set<String> = []
+        /// The latest replies sent (signed), by call, oldest first: sent again when their
+        /// call comes again.
+        var replies: [String: String] = [:]
+        var replyOrder: [String] = []
         /// A message that was not signed with this daemon's secret was said in the log.
         var badSignatureSaid = false
         /// Stopped: no call goes out any more.
@@ -54,6 +61,10 @@ final class FleetLink: Service {
     static let relayInterval: Duration = .milliseconds(100)
     /// How many answered calls' ids are remembered.
     static let rememberedCalls = 4096
+    /// How many replies are kept to be sent again (a reply matters only for a call's timeout).
+    static let rememberedReplies = 512
+    /// When an unanswered call is sent again, after it was first sent.
+    static let callResends: [Duration] = [.seconds(1), .milliseconds(2500)]
 
     /// Listens for the others' messages before it returns: nothing sent after is missed.
     init(manager: DownloadManager, secret: String?, logger: Logger) async {
@@ -116,12 +127,18 @@ final class FleetLink: Service {
         let (manager, timeout) = (manager, Self.callTimeout)
         let signed = sign(body)
         // Sent apart: a send held up by the store (a connection being made) must not hold the
-        // wait past its timeout; a failure to send is the answer.
-        Task {
-            do throws(DownloadError) { try await manager.sendToFleet(signed, to: peer.id) } catch {
-                reply.yield(["error": RPCError.failed("cannot carry \(method) to the daemon \(peer.name): \(error.message)").json])
+        // wait past its timeout; a failure to send is the answer. Sent again while unanswered.
+        let sending = Task {
+            let started = ContinuousClock.now
+            for resend in [Duration.zero] + Self.callResends {
+                do { try await Task.sleep(until: started + resend) } catch { return }
+                do throws(DownloadError) { try await manager.sendToFleet(signed, to: peer.id) } catch {
+                    reply.yield(["error": RPCError.failed("cannot carry \(method) to the daemon \(peer.name): \(error.message)").json])
+                    return
+                }
             }
         }
+        defer { sending.cancel() }
         let answer: JSONValue? = await withTaskGroup(of: JSONValue?.self) { group in
             group.addTask { await replies.first { _ in true } }
             group.addTask {
@@ -176,11 +193,18 @@ final class FleetLink: Service {
         guard let body = verified(message) else { return }
         let me = body["to"]?.string
         if let call = body["call"], let id = call["id"]?.string, let method = call["method"]?.string {
-            // Addressed to another (a broadcast is never a call), late, or answered already: dropped.
+            // Addressed to another (a broadcast is never a call), or late: dropped.
             guard let me, me == manager.fleetMemberID,
-                let at = body["at"]?.integer, abs(Int64(Date().timeIntervalSince1970) - at) <= Self.callAge,
-                let answer = firstTime(id)
+                let at = body["at"]?.integer, abs(Int64(Date().timeIntervalSince1970) - at) <= Self.callAge
             else { return }
+            let answer: @Sendable (String, [JSONValue]) async -> JSONValue
+            switch firstTime(id) {
+            case .run(let run): answer = run
+            case .answered(let earlier):
+                // Asked again: the reply may be what was lost.
+                if let earlier { resend(earlier, to: message.from) }
+                return
+            }
             let params = call["params"]?.array ?? []
             let (manager, logger) = (manager, logger)
             Task {
@@ -191,7 +215,9 @@ final class FleetLink: Service {
                     )
                     reply = ["reply": .string(id), "answer": ["error": tooLarge.json], "to": .string(message.from)]
                 }
-                do throws(DownloadError) { try await manager.sendToFleet(self.sign(reply), to: message.from) } catch {
+                let signed = self.sign(reply)
+                self.remember(signed, for: id)
+                do throws(DownloadError) { try await manager.sendToFleet(signed, to: message.from) } catch {
                     logger.warning("cannot answer \(method) carried from another daemon: \(error.message)")
                 }
             }
@@ -209,17 +235,46 @@ final class FleetLink: Service {
     /// What a message may hold: PostgreSQL's limit on a notification, less the envelope.
     static let largestMessage = 7800
 
-    /// The answering function when call `id` was not answered yet (and is now remembered), else nil.
-    private func firstTime(_ id: String) -> (@Sendable (String, [JSONValue]) async -> JSONValue)? {
+    private enum Admission {
+        /// A call not seen before (now remembered): run it with this.
+        case run(@Sendable (String, [JSONValue]) async -> JSONValue)
+        /// Seen before (or no answering function yet): its reply when it was sent and is kept.
+        case answered(reply: String?)
+    }
+
+    private func firstTime(_ id: String) -> Admission {
         state.withLock { state in
-            guard let answer = state.answer, state.answeredSet.insert(id).inserted else { return nil }
+            guard let answer = state.answer else { return .answered(reply: nil) }
+            guard state.answeredSet.insert(id).inserted else { return .answered(reply: state.replies[id]) }
             state.answered.append(id)
             if state.answered.count > Self.rememberedCalls {
                 let forgotten = state.answered.prefix(state.answered.count / 2)
                 state.answeredSet.subtract(forgotten)
                 state.answered.removeFirst(forgotten.count)
             }
-            return answer
+            return .run(answer)
+        }
+    }
+
+    /// Keeps the reply to call `id`, to send it again if the call comes again.
+    private func remember(_ signed: String, for id: String) {
+        state.withLock { state in
+            state.replies[id] = signed
+            state.replyOrder.append(id)
+            if state.replyOrder.count > Self.rememberedReplies {
+                let forgotten = state.replyOrder.prefix(state.replyOrder.count / 2)
+                for old in forgotten { state.replies[old] = nil }
+                state.replyOrder.removeFirst(forgotten.count)
+            }
+        }
+    }
+
+    private func resend(_ signed: String, to asker: String) {
+        let (manager, logger) = (manager, logger)
+        Task {
+            do throws(DownloadError) { try await manager.sendToFleet(signed, to: asker) } catch {
+                logger.warning("cannot answer again a call carried from another daemon: \(error.message)")
+            }
         }
     }
 

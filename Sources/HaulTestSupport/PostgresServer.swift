@@ -150,6 +150,16 @@ public final class PostgresServer: Sendable {
         }
     }
 
+    /// Runs `sql` in the database `haul` with `psql` (as its superuser `haul`); returns what it
+    /// printed, unaligned and without headers. For what a test does to the server from outside:
+    /// `pg_terminate_backend` of a daemon's connection, a look at `pg_stat_activity`.
+    public func query(_ sql: String) throws -> String {
+        let output = directory.appendingPathComponent("query-\(UUID().uuidString).out")
+        defer { try? FileManager.default.removeItem(at: output) }
+        try Self.run("\(bin)/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "haul", "-d", "haul", "-X", "-A", "-t", "-c", sql], output: output)
+        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+    }
+
     /// Runs a PostgreSQL tool to its end (as `postgres` when this process is root); throws
     /// with its last lines when it fails.
     private static func run(_ tool: String, _ arguments: [String], output: URL? = nil) throws {

@@ -375,6 +375,36 @@ struct DaemonPostgreSQLTests {
         }
     }
 
+    /// The daemons' listening connections are cut (an administrator's `pg_terminate_backend`, a
+    /// proxy's idle timeout): a call carried while they are being made again, whose `NOTIFY`
+    /// reaches no one, is sent again and answered rather than lost.
+    @Test func aCallCarriedWhileTheDaemonsListenAgainIsAnswered() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                let content = Self.serve(server, "/f.bin", seed: 42, size: 64 << 10)
+                let arguments = ["--store", postgres.url(), "--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-q"]
+                try await DaemonProcess.with(state: dir.file("state-a"), in: dir.path, arguments) { first in
+                    try await DaemonProcess.with(state: dir.file("state-b"), in: dir.path, arguments) { second in
+                        let gid = try #require(
+                            try await first.call("aria2.addUri", [[.string(server.url("/f.bin"))], ["pause": "true"]]).string)
+                        let listening = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+                        #expect(try await waitUntil { (try? postgres.query(listening))?.hasPrefix("2") == true })
+                        let cut = try postgres.query(
+                            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%') AS cut")
+                        #expect(cut.hasPrefix("2"), "\(cut)")
+                        #expect(try await second.call("aria2.unpause", [.string(gid)]) == .string(gid))
+                        _ = try await first.waitFor(gid) { $0["status"] == "complete" }
+                        #expect(try await second.stop() == 0)
+                    }
+                    #expect(try await first.stop() == 0)
+                }
+                #expect(dir.contents("downloads/f.bin") == content)
+            }
+        }
+    }
+
     /// A daemon stopped (SIGSTOP) past its lease has its downloads taken over; woken, it writes
     /// nothing more and stops them at once, saying why; the other finishes them, byte-identical.
     @Test func aDaemonPausedPastItsLeaseIsFencedAndItsDownloadIsFinishedByAnother() async throws {
