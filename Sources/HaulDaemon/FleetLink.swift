@@ -105,6 +105,9 @@ final class FleetLink: Service {
             return Array(state.waiting.values)
         }
         for caller in waiting { caller.finish() }
+        // The messages end when the store closes, before this service's turn to stop: returning
+        // then would make the group cancel the listener instead of stopping it in order.
+        try? await gracefulShutdown()
     }
 
     // MARK: Calls

@@ -102,6 +102,10 @@ final class Notifier: Service {
             }
         }
         close()
+        // The events end when the manager has shut down, before this service's turn to stop: a
+        // service that returns before its turn makes the group cancel the rest (the listener's
+        // requests in flight, the fleet's link) instead of stopping them in order.
+        try? await gracefulShutdown()
     }
 
     /// aria2's notification for an event: a removed (cancelled) download stops, any other

@@ -376,6 +376,8 @@ import Testing
             #expect(!t.daemon.process.process.isRunning)
             #expect(!FileManager.default.fileExists(atPath: DaemonEndpoint.path(in: t.daemon.stateDirectory)))
             #expect(try await t.haul(["ls"]).status == 69)
+            // Stopped in order, not cancelled: the web server's own shutdown says nothing.
+            #expect(!t.daemon.log.contains(" error "), "\(t.daemon.log)")
         }
     }
 }
