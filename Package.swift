@@ -85,7 +85,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            path: "Sources/haul"
+            path: "Sources/haul",
+            linkerSettings: [
+                // The static standard library's link exports every symbol of the executable's own
+                // modules (52,000): the runtime's start-up `dladdr` then scans them all, and the
+                // loader reads their table. Nothing looks a symbol of the executable up by name.
+                .unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(platforms: [.linux], configuration: .release))
+            ]
         ),
         // The README's and the DocC articles' code, compiled (and checked against them by
         // DocumentationExamplesTests): a renamed API breaks the build, not the reader.
