@@ -314,7 +314,7 @@ extension PostgreSQLStoreDatabase {
                                 group.addTask {
                                     while true {
                                         try await Task.sleep(for: Self.listenerCheck)
-                                        try await PostgreSQLConnectionSlot.answered(connection, within: window) { connection in
+                                        _ = try await PostgreSQLConnectionSlot.answered(connection, within: window) { connection in
                                             try await connection.query("SELECT 1", logger: logger)
                                         }
                                     }
