@@ -156,8 +156,9 @@ public final class PostgresServer: Sendable {
     public func query(_ sql: String) throws -> String {
         let output = directory.appendingPathComponent("query-\(UUID().uuidString).out")
         defer { try? FileManager.default.removeItem(at: output) }
-        try Self.run("\(bin)/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "haul", "-d", "haul", "-X", "-A", "-t", "-c", sql], output: output)
-        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        try Self.run(
+            "\(bin)/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "haul", "-d", "haul", "-X", "-A", "-t", "-o", output.path, "-c", sql])
+        return (try? String(contentsOf: output, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
     }
 
     /// Runs a PostgreSQL tool to its end (as `postgres` when this process is root); throws
@@ -167,6 +168,9 @@ public final class PostgresServer: Sendable {
         let asPostgres = geteuid() == 0 && tool != "/bin/chown"
         process.executableURL = URL(fileURLWithPath: asPostgres ? "/usr/bin/setpriv" : tool)
         process.arguments = asPostgres ? ["--reuid=postgres", "--regid=postgres", "--init-groups", "--", tool] + arguments : arguments
+        // Run as `postgres`, a tool in a folder that user may not enter (a clone under root's
+        // temp folder) says so before anything else.
+        if asPostgres { process.currentDirectoryURL = URL(fileURLWithPath: "/") }
         process.standardInput = FileHandle.nullDevice
         var handle: FileHandle?
         if let output {
