@@ -41,13 +41,10 @@ final class FleetLink: Service {
         var outgoing: [JSONValue] = []
         /// Another daemon has WebSocket clients, as of the last send.
         var othersListen = false
-        /// The ids of the calls answered lately, oldest first: one sent twice is run once.
-        var answered: [String] = []
-        var answeredSet: Set<String> = []
-        /// The latest replies sent (signed), by call, oldest first: sent again when their
-        /// call comes again.
-        var replies: [String: String] = [:]
-        var replyOrder: [String] = []
+        /// The ids of the calls answered lately: one sent twice is run once.
+        var answered = Recent<Void>(limit: FleetLink.rememberedCalls)
+        /// The latest replies sent (signed), by call: sent again when their call comes again.
+        var replies = Recent<String>(limit: FleetLink.rememberedReplies)
         /// A message that was not signed with this daemon's secret was said in the log.
         var badSignatureSaid = false
         /// Stopped: no call goes out any more.
@@ -205,11 +202,11 @@ final class FleetLink: Service {
             case .run(let run): answer = run
             case .answered(let earlier):
                 // Asked again: the reply may be what was lost.
-                if let earlier { resend(earlier, to: message.from) }
+                if let earlier { Task { await self.send(reply: earlier, to: message.from, about: "a call") } }
                 return
             }
             let params = call["params"]?.array ?? []
-            let (manager, logger) = (manager, logger)
+            let manager = manager
             Task {
                 var reply: JSONValue = ["reply": .string(id), "answer": await answer(method, params), "to": .string(message.from)]
                 if self.sign(reply).utf8.count >= Self.largestMessage {
@@ -219,10 +216,8 @@ final class FleetLink: Service {
                     reply = ["reply": .string(id), "answer": ["error": tooLarge.json], "to": .string(message.from)]
                 }
                 let signed = self.sign(reply)
-                self.remember(signed, for: id)
-                do throws(DownloadError) { try await manager.sendToFleet(signed, to: message.from) } catch {
-                    logger.warning("cannot answer \(method) carried from another daemon: \(error.message)")
-                }
+                self.state.withLock { _ = $0.replies.insert(signed, for: id) }
+                await self.send(reply: signed, to: message.from, about: method)
             }
         } else if let id = body["reply"]?.string, me == manager.fleetMemberID {
             state.withLock { $0.waiting[id] }?.yield(body["answer"] ?? .null)
@@ -248,36 +243,15 @@ final class FleetLink: Service {
     private func firstTime(_ id: String) -> Admission {
         state.withLock { state in
             guard let answer = state.answer else { return .answered(reply: nil) }
-            guard state.answeredSet.insert(id).inserted else { return .answered(reply: state.replies[id]) }
-            state.answered.append(id)
-            if state.answered.count > Self.rememberedCalls {
-                let forgotten = state.answered.prefix(state.answered.count / 2)
-                state.answeredSet.subtract(forgotten)
-                state.answered.removeFirst(forgotten.count)
-            }
+            guard state.answered.insert((), for: id) else { return .answered(reply: state.replies[id]) }
             return .run(answer)
         }
     }
 
-    /// Keeps the reply to call `id`, to send it again if the call comes again.
-    private func remember(_ signed: String, for id: String) {
-        state.withLock { state in
-            state.replies[id] = signed
-            state.replyOrder.append(id)
-            if state.replyOrder.count > Self.rememberedReplies {
-                let forgotten = state.replyOrder.prefix(state.replyOrder.count / 2)
-                for old in forgotten { state.replies[old] = nil }
-                state.replyOrder.removeFirst(forgotten.count)
-            }
-        }
-    }
-
-    private func resend(_ signed: String, to asker: String) {
-        let (manager, logger) = (manager, logger)
-        Task {
-            do throws(DownloadError) { try await manager.sendToFleet(signed, to: asker) } catch {
-                logger.warning("cannot answer again a call carried from another daemon: \(error.message)")
-            }
+    /// Sends a reply to the daemon that asked; a failure is said in the log.
+    private func send(reply signed: String, to asker: String, about what: String) async {
+        do throws(DownloadError) { try await manager.sendToFleet(signed, to: asker) } catch {
+            logger.warning("cannot answer \(what) carried from another daemon: \(error.message)")
         }
     }
 
@@ -324,5 +298,29 @@ final class FleetLink: Service {
         do throws(DownloadError) { try await manager.sendToFleet(sign(["events": .array(batch)]), to: nil) } catch {
             logger.debug("cannot send notifications to the other daemons: \(error.message)")
         }
+    }
+}
+
+/// Values by key, the latest `limit` of them: past it, the older half is forgotten.
+private struct Recent<Value> {
+    let limit: Int
+    private var values: [String: Value] = [:]
+    private var order: [String] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    subscript(key: String) -> Value? { values[key] }
+
+    /// Keeps `value` for `key`; false (and nothing changed) when `key` is kept already.
+    mutating func insert(_ value: Value, for key: String) -> Bool {
+        guard values[key] == nil else { return false }
+        values[key] = value
+        order.append(key)
+        if order.count > limit {
+            let forgotten = order.prefix(order.count / 2)
+            for old in forgotten { values[old] = nil }
+            order.removeFirst(forgotten.count)
+        }
+        return true
     }
 }

@@ -91,12 +91,13 @@ final class FolderListings: Sendable {
     /// a user-space process inotify does not hear): NFS, SMB, CIFS, SMB2, FUSE, Ceph, 9P, AFS,
     /// kAFS, OCFS2, GFS2, Lustre and GPFS.
     static func isShared(fileSystemType type: Int64) -> Bool {
-        let shared: Set<Int64> = [
-            0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x6573_5546, 0x00C3_6400, 0x0102_1997, 0x5346_414F,
-            0x6B41_4653, 0x7461_636F, 0x0116_1970, 0x0BD0_0BD0, 0x4750_4653,
-        ]
-        return shared.contains(type & 0xFFFF_FFFF)
+        sharedFileSystemTypes.contains(type & 0xFFFF_FFFF)
     }
+
+    private static let sharedFileSystemTypes: Set<Int64> = [
+        0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x6573_5546, 0x00C3_6400, 0x0102_1997, 0x5346_414F,
+        0x6B41_4653, 0x7461_636F, 0x0116_1970, 0x0BD0_0BD0, 0x4750_4653,
+    ]
 
     /// The digest of a name's bytes: the standard library's seeded hash, stable for the process.
     @Sendable static func standardDigest(_ bytes: UnsafeRawBufferPointer) -> Int {
