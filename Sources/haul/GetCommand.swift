@@ -126,6 +126,9 @@ struct GetCommand: AsyncParsableCommand {
         let root = FilePaths.absolute(directory)
         var template = DownloadRequest(url: "", directory: root)
         try transfer.apply(to: &template)
+        var confined = template
+        confined.confinement = root
+        let templates = (open: template, confined: confined)
         let checksum = try self.checksum.map { text in
             do { return try Checksum(parsing: text) } catch { throw ValidationError("\(error)") }
         }
@@ -180,7 +183,7 @@ struct GetCommand: AsyncParsableCommand {
             fromMetalinks = []
             for (entry, made) in work {
                 do {
-                    var request = try made ?? request(for: entry, template: template, checksum: checksum, root: root)
+                    var request = try made ?? request(for: entry, template: templates, checksum: checksum, root: root)
                     // A Metalink's file carries its own digests; a listed one checks the others.
                     if made == nil, let sums, request.checksum == nil { request.checksum = try listedChecksum(for: entry, in: sums) }
                     if case .file(let path) = request.destination {
@@ -349,21 +352,27 @@ struct GetCommand: AsyncParsableCommand {
 
     /// The request for one URL (and its mirrors) with the command's options; an entry's own `out=`, `dir=` and
     /// `checksum=` win.
-    /// `root` is `--dir`, absolute.
-    private func request(for entry: InputEntry, template: DownloadRequest, checksum: Checksum?, root: String) throws -> DownloadRequest {
+    /// `root` is `--dir`, absolute; `template` is the command's options, open and confined to
+    /// `root`, so the requests of a list share one copy of them, checked once.
+    private func request(
+        for entry: InputEntry, template: (open: DownloadRequest, confined: DownloadRequest), checksum: Checksum?, root: String
+    ) throws -> DownloadRequest {
         let folder = entry.dir.map(FilePaths.absolute) ?? root
-        var request = template
-        request.sources = ([entry.url] + entry.mirrors).map { DownloadRequest.Source(uri: $0) }
+        let destination: DownloadRequest.Destination
         if let file = output ?? entry.out.map({ (folder as NSString).appendingPathComponent($0) }) {
-            request.destination = .file(file)
+            destination = .file(file)
         } else {
-            request.destination = .directory(folder)
+            destination = .directory(folder)
         }
         // A list's files stay inside --dir, whatever links are planted there while it runs.
+        var inside = false
         if output == nil {
-            let path = FilePaths.absolute(request.destination.path)
-            if path == root || path.hasPrefix(root == "/" ? "/" : root + "/") { request.confinement = root }
+            let path = FilePaths.absolute(destination.path)
+            inside = path == root || path.hasPrefix(root == "/" ? "/" : root + "/")
         }
+        var request = inside ? template.confined : template.open
+        request.sources = ([entry.url] + entry.mirrors).map { DownloadRequest.Source(uri: $0) }
+        request.destination = destination
         do {
             request.checksum = try entry.checksum.map(Checksum.init(parsing:)) ?? checksum
         } catch {

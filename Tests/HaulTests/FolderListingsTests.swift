@@ -27,6 +27,27 @@ struct FolderListingsTests {
         #expect(listings.contains("c", or: "x", in: dir.path) == true)
     }
 
+    /// More changes queued than one read of the queue holds (about 300 events of long names fill
+    /// its 8 KiB): every one is applied before the answer, the first name made and the last.
+    @Test func moreChangesThanOneReadHoldsAreAllSeen() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let listings = FolderListings()
+        #expect(listings.contains("x", or: "y", in: dir.path) == false)
+        let names = (0..<600).map { String(format: "%04d-", $0) + String(repeating: "n", count: 40) }
+        for name in names {
+            let fd = open(dir.file(name), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+            try #require(fd >= 0)
+            close(fd)
+        }
+        for name in [names[0], names[299], names[300], names[599]] {
+            #expect(listings.contains(name, or: "y", in: dir.path) == true)
+        }
+        for name in names.prefix(500) { try FileManager.default.removeItem(atPath: dir.file(name)) }
+        #expect(listings.contains(names[499], or: names[0], in: dir.path) == false)
+        #expect(listings.contains(names[500], or: "y", in: dir.path) == true)
+    }
+
     /// Names are the file system's bytes: a name in another Unicode normalisation is another
     /// name (a Swift string would call the two equal).
     @Test func namesAreComparedByTheirBytes() throws {

@@ -221,6 +221,32 @@ import Testing
         request.network.tls.verify = false
         #expect(throws: Never.self) { try request.validate() }
     }
+
+    /// The requests of one list share their options, and the files those name are looked up
+    /// once for the list: a request sharing checked options is not checked again, one with
+    /// options of its own is, and options that failed are checked again each time.
+    @Test func sharedOptionsAreCheckedOnce() throws {
+        let temp = try TestDirectory()
+        defer { temp.remove() }
+        try temp.write("ca.pem", Array("-----BEGIN CERTIFICATE-----\n".utf8))
+        var first = DownloadRequest(url: "https://h/a", directory: temp.path)
+        first.network.tls.caCertificate = temp.file("ca.pem")
+        var second = first
+        second.url = "https://h/b"
+        var own = DownloadRequest(url: "https://h/c", directory: temp.path)
+        own.network.tls.caCertificate = temp.file("ca.pem")
+        #expect(second.sharesOptions(with: first) && !own.sharesOptions(with: first))
+
+        try first.validate()
+        try FileManager.default.removeItem(atPath: temp.file("ca.pem"))
+        #expect(throws: Never.self) { try second.validate() }
+        let missing = DownloadError.invalidRequest("cannot read the CA certificate file \(temp.file("ca.pem"))")
+        #expect(throws: missing) { try own.validate() }
+        #expect(throws: missing) { try own.validate() }
+        // What differs between the requests of a list is still checked each time.
+        second.url = "ftp://h/b"
+        #expect(throws: DownloadError.self) { try second.validate() }
+    }
 }
 
 /// A loopback port nothing listens on (bound, then closed).

@@ -175,6 +175,9 @@ final class FolderListings: Sendable {
         UnsafeRawBufferPointer(rebasing: field[..<(field.firstIndex(of: 0) ?? field.endIndex)])
     }
 
+    /// The size of an inotify event with the longest name (`NAME_MAX`) and its NUL.
+    private static let largestEvent = MemoryLayout<inotify_event>.size + Int(NAME_MAX) + 1
+
     /// Applies every change the kernel queued since the last question.
     private func drain(_ state: inout State) {
         let size = 8 << 10
@@ -191,6 +194,9 @@ final class FolderListings: Sendable {
                 offset += header + Int(event.len)
                 apply(event, name: digest(Self.name(in: field)), &state)
             }
+            // A read returns every queued event that fits: with room left for the largest one,
+            // the queue was empty, and another read would only say so (a system call a file).
+            if size - count >= Self.largestEvent { return }
         }
     }
 
