@@ -1,6 +1,7 @@
 import Foundation
 import HaulTestSupport
 import NIOCore
+import Synchronization
 import Testing
 @testable import Haul
 
@@ -39,6 +40,24 @@ import Testing
         #expect(try part.name() == false)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["f.bin"])
         #expect(dir.contents("f.bin") == bytes)
+    }
+
+    /// A file that finds the committer idle is put in place at once: the linger is for files
+    /// that keep coming, and a single download waited it out (5 ms of `haul get` of a small
+    /// file's 25). The committer's first linger comes after the file is in place.
+    @Test func aFileThatFindsTheCommitterIdleDoesNotWaitForCompany() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let placedBeforeLinger = Mutex<Bool?>(nil)
+        let committer = FileCommitter(linger: {
+            placedBeforeLinger.withLock { $0 = $0 ?? FileManager.default.fileExists(atPath: dir.file("f.bin")) }
+        })
+        let part = try #require(PartFile.unnamed(path: dir.file("f.bin.part")), "this filesystem has no O_TMPFILE")
+        try part.write(ByteBuffer(bytes: testBytes(100, seed: 4)), at: 0)
+        let committed = try await committer.commit(part, to: dir.file("f.bin"), replacing: false)
+        #expect(committed.path == dir.file("f.bin"))
+        #expect(dir.contents("f.bin") == testBytes(100, seed: 4))
+        #expect(placedBeforeLinger.withLock { $0 } != false)
     }
 
     @Test func anUnnamedPartFileNeverTakesOrRemovesAnotherWritersFile() throws {
