@@ -55,6 +55,18 @@ import Testing
 }
 
 extension StoreWriterTests {
+    /// Whoever starts waiting while the writer lingers is served at once, not at the end of
+    /// the step (an hour here: without that the test's time limit ends it).
+    @Test(.timeLimit(.minutes(1))) func aFlushEndsTheLingerAtOnce() async throws {
+        let writer = StoreWriter(database: try SQLiteStoreDatabase(inMemory: ()), linger: .seconds(7200), lingerStep: .seconds(3600))
+        writer.insert(row(0))
+        // The worker starts lingering meanwhile (before it does, a flush needs no waking).
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(writer.transactions == 0 && writer.pendingCount == 1)
+        try await writer.flush()
+        #expect(writer.transactions == 1 && writer.pendingCount == 0)
+    }
+
     @Test func manyWritersAndFlushersAllReturn() async throws {
         let store = try Store(inMemory: ())
         let writer = store.writer

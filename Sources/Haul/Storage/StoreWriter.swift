@@ -201,6 +201,10 @@ final class StoreWriter: Sendable {
         var insertsInFlight: Set<DownloadID> = []
         /// A pending change asked to be written within one ``lingerStep``, not ``linger``.
         var prompt = false
+        /// The worker lingering through a step (``lingerOneStep()``), ended early by whoever
+        /// starts to wait; the steps counted.
+        var lingerer: (step: Int, continuation: CheckedContinuation<Bool, Never>)?
+        var lingerSteps = 0
     }
 
     private let database: any StoreDatabase
@@ -210,16 +214,19 @@ final class StoreWriter: Sendable {
     /// Told how long each transaction took (``EngineObserver/storeCommitted``).
     private let committed: @Sendable (Duration, Int) -> Void
 
-    /// How long changes wait for company (``linger``, but for tests).
+    /// How long changes wait for company, and in what steps (``linger`` and ``lingerStep``, but
+    /// for tests).
     private let lingering: Duration
+    private let lingeringStep: Duration
 
     init(
-        database: any StoreDatabase, linger: Duration = StoreWriter.linger,
+        database: any StoreDatabase, linger: Duration = StoreWriter.linger, lingerStep: Duration = StoreWriter.lingerStep,
         committed: @escaping @Sendable (Duration, Int) -> Void = { _, _ in }
     ) {
         self.database = database
         insertSQL = database.upsertSQL(table: "download", columns: DownloadRow.storedColumns, key: ["id"])
         self.lingering = linger
+        self.lingeringStep = lingerStep
         self.committed = committed
     }
 
@@ -311,7 +318,7 @@ final class StoreWriter: Sendable {
                     }
                     return false
                 }
-                if now { continuation.resume() }
+                if now { continuation.resume() } else { endLingerStep() }
             }
         } catch let error as DownloadError {
             throw error
@@ -325,21 +332,19 @@ final class StoreWriter: Sendable {
     /// 10: with the checkpoint and cache settings of ``Store``, a list of 10,000 small files
     /// writes about a fifth of the pages it did.)
     static let linger: Duration = .milliseconds(50)
-    /// How often a lingering writer looks whether someone waits.
+    /// How often a lingering writer looks whether a change asks to be written promptly or
+    /// enough are pending (someone who starts waiting ends the step at once).
     static let lingerStep: Duration = .milliseconds(5)
 
     /// Writes batches until nothing is pending.
     private func drain() async {
         while true {
             // Linger in short steps, while there is something to wait with: someone who starts
-            // waiting meanwhile (a pause, the end of a run) is served within one step, not at the
-            // end of the window.
+            // waiting meanwhile (a pause, the end of a run) is served at once, not at the end of
+            // the window.
             var lingered: Duration = .zero
-            while lingered < lingering,
-                state.withLock({ !$0.pending.isEmpty && $0.nextWaiters.isEmpty && $0.pending.count < 1000 && !$0.prompt })
-            {
-                do { try await Task.sleep(for: Self.lingerStep) } catch { break }
-                lingered += Self.lingerStep
+            while lingered < lingering, await lingerOneStep() {
+                lingered += lingeringStep
             }
             let (batch, stragglers): ([DownloadID: Pending]?, [CheckedContinuation<Void, any Error>]) = state.withLock { state in
                 guard !state.pending.isEmpty else {
@@ -385,6 +390,36 @@ final class StoreWriter: Sendable {
                 for waiter in waiters { waiter.resume(throwing: error) }
             }
         }
+    }
+
+    /// Waits one ``lingerStep`` while there is something to wait with, and returns whether it
+    /// did; someone who starts waiting meanwhile ends the step at once (the end of a `haul get`
+    /// waited up to a step for nothing).
+    private func lingerOneStep() async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let step: Int? = state.withLock { state in
+                guard !state.pending.isEmpty, state.nextWaiters.isEmpty, state.pending.count < 1000, !state.prompt else { return nil }
+                state.lingerSteps += 1
+                state.lingerer = (state.lingerSteps, continuation)
+                return state.lingerSteps
+            }
+            guard let step else { return continuation.resume(returning: false) }
+            Task {
+                try? await Task.sleep(for: self.lingeringStep)
+                self.endLingerStep(step)
+            }
+        }
+    }
+
+    /// Ends the worker's linger step: `step` when its time is up (a later one is left alone),
+    /// any when someone starts waiting.
+    private func endLingerStep(_ step: Int? = nil) {
+        let lingerer = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard let lingerer = state.lingerer, step == nil || lingerer.step == step else { return nil }
+            state.lingerer = nil
+            return lingerer.continuation
+        }
+        lingerer?.resume(returning: true)
     }
 
     /// The statements that write `batch`.
