@@ -13,6 +13,10 @@ final class MirrorRun: Sendable {
     /// Files copied before, each to be asked about with one conditional request (``check(with:manager:limit:isStopped:)``).
     private let checks: AsyncStream<Check>
     private let checksContinuation: AsyncStream<Check>.Continuation
+    /// The template with its confinement: every file's request starts as a copy of it and
+    /// shares its options (one copy of them, checked once), instead of a copy of its own made
+    /// when each file was confined.
+    private let fileTemplate: DownloadRequest
 
     /// A file copied before, unchanged on disk since, to ask the server about.
     struct Check: Sendable {
@@ -43,6 +47,9 @@ final class MirrorRun: Sendable {
         self.earlier = byFile
         self.events = events
         (checks, checksContinuation) = AsyncStream.makeStream()
+        var template = configuration.template
+        template.confinement = configuration.template.confinement ?? configuration.directory
+        fileTemplate = template
     }
 
     /// Queues one listing's files into the manager (or, dry, says what would be fetched).
@@ -84,12 +91,11 @@ final class MirrorRun: Sendable {
                 }
                 continue
             }
-            var request = configuration.template
-            request.url = file.url
-            request.destination = .file(path)
             // The tree stays inside DIR, whatever links are planted there while it runs (or
             // inside the folder the template is held to, such as a daemon's, which DIR is in).
-            request.confinement = confinement
+            var request = fileTemplate
+            request.url = file.url
+            request.destination = .file(path)
             request.checksum = checksum
             // Only a file copied from this URL: another URL's file is fetched, not compared.
             if let row = before, row.status == .completed, row.url == request.url, !row.validators.isEmpty, Self.isAsWritten(row, path: path) {
@@ -301,7 +307,7 @@ final class MirrorRun: Sendable {
 
     /// The folder every file of the run stays inside: the template's (a daemon's download
     /// folder, which DIR is in), else DIR.
-    private var confinement: String { configuration.template.confinement ?? root }
+    private var confinement: String { fileTemplate.confinement ?? root }
 
     /// Deletes the file at `path` through its folder opened beneath ``confinement``, once it is
     /// found there still as the mirror wrote it: a folder on the way swapped for a link (to

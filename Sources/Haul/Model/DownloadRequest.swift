@@ -95,19 +95,19 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// Extra request headers (`Authorization`, `Cookie`, …), sent on every request.
     public var headers: [Header] {
         get { options.value.headers }
-        set { change { $0.headers = newValue } }
+        set { update(\.headers, to: newValue) }
     }
     /// A digest the finished file must match.
     public var checksum: Checksum? {
         get { options.value.checksum }
-        set { change { $0.checksum = newValue } }
+        set { update(\.checksum, to: newValue) }
     }
     /// The digests of the file's pieces, each checked as soon as its bytes are in: a piece that
     /// does not match is fetched again from another source, and the source that served it is
     /// dropped. Recorded progress holds verified pieces only.
     public var pieces: PieceChecksums? {
         get { options.value.pieces }
-        set { change { $0.pieces = newValue } }
+        set { update(\.pieces, to: newValue) }
     }
     /// Take the mirrors and the digest the server names in its first answer (Metalink/HTTP,
     /// RFC 6249: `Link: <…>; rel=duplicate` headers, and `Digest: SHA-256=…`) as more sources
@@ -115,43 +115,43 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// to fetch from.
     public var followMetalink: Bool {
         get { options.value.followMetalink }
-        set { change { $0.followMetalink = newValue } }
+        set { update(\.followMetalink, to: newValue) }
     }
     /// Tries in a row that may fail before giving up; a try that made progress resets the count.
     public var maxTries: Int {
         get { options.value.maxTries }
-        set { change { $0.maxTries = newValue } }
+        set { update(\.maxTries, to: newValue) }
     }
     /// The first retry wait; it doubles on each further failure (with jitter).
     public var retryWait: Duration {
         get { options.value.retryWait }
-        set { change { $0.retryWait = newValue } }
+        set { update(\.retryWait, to: newValue) }
     }
     /// Replace a different file already at the destination instead of saving as `name.1.ext`.
     public var overwrite: Bool {
         get { options.value.overwrite }
-        set { change { $0.overwrite = newValue } }
+        set { update(\.overwrite, to: newValue) }
     }
     /// Connections for one download when the server serves ranges of a file of known length
     /// (aria2's `-x`); 1 disables segmenting.
     public var connections: Int {
         get { options.value.connections }
-        set { change { $0.connections = newValue } }
+        set { update(\.connections, to: newValue) }
     }
     /// A segment is never split below this size (aria2's `--min-split-size`).
     public var minimumSplitSize: Int64 {
         get { options.value.minimumSplitSize }
-        set { change { $0.minimumSplitSize = newValue } }
+        set { update(\.minimumSplitSize, to: newValue) }
     }
     /// This download's own rate limit in bytes per second, on top of the downloader's global one.
     public var rateLimit: Int64? {
         get { options.value.rateLimit }
-        set { change { $0.rateLimit = newValue } }
+        set { update(\.rateLimit, to: newValue) }
     }
     /// Proxies, TLS trust, credentials, cookies and identity.
     public var network: NetworkOptions {
         get { options.value.network }
-        set { change { $0.network = newValue } }
+        set { update(\.network, to: newValue) }
     }
     /// A folder the file must stay inside, whatever was planted on the way: when the download
     /// starts, its folder is opened beneath this one (a symbolic link or `..` leading out of it
@@ -162,7 +162,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// confines a list's downloads to `--dir`.
     public var confinement: String? {
         get { options.value.confinement }
-        set { change { $0.confinement = newValue.map(FilePaths.absolute) } }
+        set { update(\.confinement, to: newValue.map(FilePaths.absolute)) }
     }
 
     /// Everything but the URL and the destination, held once for all the copies of a request:
@@ -174,11 +174,14 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
     /// copies of one template do until one of them changes an option.
     func sharesOptions(with other: DownloadRequest) -> Bool { options === other.options }
 
-    private mutating func change(_ body: (inout Options) -> Void) {
-        var value = options.value
-        body(&value)
-        guard value != options.value else { return }
-        options = value == OptionsBox.standard.value ? .standard : OptionsBox(value)
+    /// Sets one option: a value equal to the one held changes nothing (the requests of a list
+    /// set their checksum, most often to none, and keep sharing the template's options without
+    /// a copy of them being made and compared).
+    private mutating func update<Value: Equatable>(_ option: WritableKeyPath<Options, Value>, to value: Value) {
+        guard options.value[keyPath: option] != value else { return }
+        var changed = options.value
+        changed[keyPath: option] = value
+        options = changed == OptionsBox.standard.value ? .standard : OptionsBox(changed)
     }
 
     /// What a request asks besides its URL and destination.
@@ -269,7 +272,7 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         decoded.rateLimit = try container.decodeIfPresent(Int64.self, forKey: .rateLimit)
         decoded.network = try container.decodeIfPresent(NetworkOptions.self, forKey: .network) ?? NetworkOptions()
         decoded.confinement = try container.decodeIfPresent(String.self, forKey: .confinement)
-        change { $0 = decoded }
+        update(\.self, to: decoded)
         // Requests stored before a download had sources carry only their URL.
         if let sources = try container.decodeIfPresent([Source].self, forKey: .sources) { self.sources = sources }
     }
