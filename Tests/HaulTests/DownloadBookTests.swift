@@ -71,6 +71,30 @@ import Testing
         #expect(book.index.stopped.count == 1)
     }
 
+    /// A download refused a slot of its host is set aside, and whoever gives one of the host's
+    /// slots back is told so: a mirror's checks, which hold slots outside the book, wake the
+    /// manager only then (not after each of thousands of checks).
+    @Test func aSlotGivenBackSaysWhetherADownloadWaitsForItsHost() {
+        var book = DownloadBook()
+        for number in UInt64(1)...2 { add(entry(number, position: Int64(number)), to: &book) }
+        let hosts = HostConnections(limit: 1)
+        // A check holds the host's one slot: both downloads are set aside.
+        #expect(hosts.acquire(upTo: 1, host: "a.example") == 1)
+        #expect(launched(book.schedule(maxConcurrent: 4, hosts: hosts)).isEmpty)
+        #expect(hosts.release(1, host: "a.example"))
+        // Told, the manager starts the first; the second still waits.
+        #expect(launched(book.schedule(maxConcurrent: 4, hosts: hosts)) == [1])
+        #expect(hosts.release(0, host: "a.example"))
+        // The first ends and gives its slot back: the second starts, and nothing waits now.
+        _ = book.transition(DownloadID(rawValue: 1)) { $0.attemptEnded(1, .success(Self.result)) }
+        hosts.release(1, host: "a.example")
+        #expect(launched(book.schedule(maxConcurrent: 4, hosts: hosts)) == [2])
+        #expect(!hosts.release(0, host: "a.example"))
+        // A check refused a slot sets nothing aside.
+        #expect(hosts.acquire(upTo: 1, host: "a.example") == 0)
+        #expect(!hosts.release(0, host: "a.example"))
+    }
+
     @Test func aFailureRunsDownItsDependantsAndACompletionFreesThem() {
         var book = DownloadBook()
         let (one, two, three) = (DownloadID(rawValue: 1), DownloadID(rawValue: 2), DownloadID(rawValue: 3))

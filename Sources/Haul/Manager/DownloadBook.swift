@@ -261,13 +261,14 @@ struct DownloadBook {
         var effects: [Effect] = []
         while transferring < maxConcurrent, committing < maxCommitting, let key = index.popReady() {
             guard let entry = entries[key.id], entry.lifecycle.isQueued, entry.unmet == 0 else { continue }
-            guard hosts.acquire(upTo: 1, host: entry.host) == 1 else {
+            guard hosts.acquire(upTo: 1, host: entry.host, settingAside: true) == 1 else {
                 index.block(key, host: entry.host)
                 continue
             }
             transferring += 1
             transition(key.id, { $0.start() }, into: &effects)
         }
+        hosts.keepSetAside(index.blocked.keys)
         return effects
     }
 

@@ -22,6 +22,8 @@ final class HostConnections: Sendable {
         /// In a fleet, the hosts this process last told the store it wants (so that a host it
         /// stops wanting is given back, not left wanting in the others' eyes).
         var asked: Set<String> = []
+        /// Hosts the manager has downloads set aside for, for want of a slot.
+        var setAside: Set<String> = []
     }
 
     /// In a fleet, whether a slot was refused since ``wanted(blocked:everyHost:)`` last asked
@@ -37,21 +39,38 @@ final class HostConnections: Sendable {
     }
 
     /// Takes up to `wanted` slots for `host` and returns how many it got (0 when none is free).
-    func acquire(upTo wanted: Int, host: String) -> Int {
+    /// `settingAside`: the manager's own ask for a download it sets aside when refused, which
+    /// ``release(_:host:)`` then reports, in the same step as the refusal (a slot given back
+    /// in between would otherwise leave the download waiting for nothing to wake the manager).
+    func acquire(upTo wanted: Int, host: String, settingAside: Bool = false) -> Int {
         state.withLock { state in
             let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
             let granted = max(0, min(wanted, cap - state.inUse[host, default: 0]))
             if granted > 0 { state.inUse[host, default: 0] += granted }
             if granted < wanted, cap < limit, state.shares != nil { state.short[host, default: 0] += wanted - granted }
+            if granted < wanted, settingAside { state.setAside.insert(host) }
             return granted
         }
     }
 
-    func release(_ count: Int, host: String) {
-        guard count > 0 else { return }
+    /// Gives `count` slots of `host` back; returns whether the manager has downloads set aside
+    /// for `host`, which a caller outside it tells it (``DownloadManager/hostSlotsFreed()``).
+    @discardableResult
+    func release(_ count: Int, host: String) -> Bool {
         state.withLock { state in
-            let left = state.inUse[host, default: 0] - count
-            state.inUse[host] = left > 0 ? left : nil
+            if count > 0 {
+                let left = state.inUse[host, default: 0] - count
+                state.inUse[host] = left > 0 ? left : nil
+            }
+            return state.setAside.contains(host)
+        }
+    }
+
+    /// After the manager scheduled: of the hosts it set downloads aside for, those it still
+    /// has some waiting for.
+    func keepSetAside(_ hosts: Dictionary<String, some Any>.Keys) {
+        state.withLock { state in
+            if !state.setAside.isEmpty { state.setAside = state.setAside.filter { hosts.contains($0) } }
         }
     }
 

@@ -146,10 +146,9 @@ final class MirrorRun: Sendable {
                         // The manager asks again (with its retries) and reports what fails.
                         unchanged = false
                     }
-                    // Given back before anything is added, and said to the manager: a download
-                    // set aside while the checks held the host's slots starts now.
-                    manager.hosts.release(1, host: host)
-                    await manager.hostSlotsFreed()
+                    // Given back before anything is added, and said to the manager when it has a
+                    // download set aside while the checks held the host's slots: it starts now.
+                    if manager.hosts.release(1, host: host) { await manager.hostSlotsFreed() }
                     guard !isStopped() else { return }
                     if unchanged {
                         self.state.withLock { $0.summary.unchanged += 1 }
