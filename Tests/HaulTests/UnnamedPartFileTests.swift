@@ -49,7 +49,7 @@ import Testing
         let dir = try TestDirectory()
         defer { dir.remove() }
         let placedBeforeLinger = Mutex<Bool?>(nil)
-        let committer = FileCommitter(linger: {
+        let committer = FileCommitter(waitForCompany: {
             placedBeforeLinger.withLock { $0 = $0 ?? FileManager.default.fileExists(atPath: dir.file("f.bin")) }
         })
         let part = try #require(PartFile.unnamed(path: dir.file("f.bin.part")), "this filesystem has no O_TMPFILE")

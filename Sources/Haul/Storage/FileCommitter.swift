@@ -27,10 +27,10 @@ final class FileCommitter: Sendable {
 
     private let state = Mutex(State())
     /// Waits out ``linger`` on the committer's thread (a test watches when it is called).
-    private let linger: @Sendable () -> Void
+    private let waitForCompany: @Sendable () -> Void
 
-    init(linger: @escaping @Sendable () -> Void = { usleep(UInt32(FileCommitter.linger.components.attoseconds / 1_000_000_000_000)) }) {
-        self.linger = linger
+    init(waitForCompany: @escaping @Sendable () -> Void = { usleep(UInt32(FileCommitter.linger.components.attoseconds / 1_000_000_000_000)) }) {
+        self.waitForCompany = waitForCompany
     }
 
     /// Where a finished file ended up, and its modification time (to recognise it later as
@@ -79,7 +79,7 @@ final class FileCommitter: Sendable {
         var lingers = false
         while true {
             // Let the files finishing right now join this batch.
-            if lingers { linger() }
+            if lingers { waitForCompany() }
             lingers = true
             let batch: [Entry] = state.withLock { state in
                 guard !state.pending.isEmpty else {
