@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HaulTestSupport
 import Synchronization
 import Testing
@@ -169,6 +170,34 @@ extension MirrorTests {
 }
 
 extension MirrorTests {
+    /// The records of earlier runs are read while the listings are: when they cannot be, the
+    /// walk stops, nothing is fetched, and the run ends with the store's error (never waits on).
+    @Test func recordsThatCannotBeReadEndTheRunWithTheStoresError() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        _ = Self.serveTree(on: server, count: 5, size: 1000)
+        let configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            // The table goes away behind the store's back: every read of it fails.
+            do {
+                let other = try DatabaseQueue(path: dir.file("state/state.sqlite"))
+                try other.write { try $0.execute(sql: "DROP TABLE download") }
+            } catch {
+                Issue.record("cannot drop the table: \(error)")
+                return
+            }
+            await #expect {
+                _ = try await Mirror(configuration, downloader: downloader).run()
+            } throws: { error in
+                (error as? DownloadError)?.message.contains("cannot read the download records") == true
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("copy/f0.bin")))
+        #expect(server.stats("/tree/f0.bin").getCount == 0)
+        try await server.shutdown()
+    }
+
     @Test func withOneConnectionPerHostChangedAndNewFilesStillRunAfterTheChecks() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()
