@@ -178,10 +178,7 @@ public final class Mirror: Sendable {
                 return .failure(error)
             }
         }
-        let prepared = Task { () async -> MirrorRun? in
-            guard case .success(let rows) = await earlier.value else { return nil }
-            return MirrorRun(configuration: settled, earlier: rows, events: events)
-        }
+        let prepared = Task { await earlier.value.map { MirrorRun(configuration: settled, earlier: $0, events: events) } }
         // Unfinished files of an earlier run continue now (not in a dry run, which changes
         // nothing). Adding a file meanwhile is safe: the manager then reads its row itself.
         let restored = Task { () async -> DownloadError? in
@@ -201,7 +198,7 @@ public final class Mirror: Sendable {
         let stopped: @Sendable () -> Bool = { [weak self] in self?.isStopped ?? true }
         walk.isStopped = { stopped() || failed.isSet }
         let checks = Task {
-            guard let run = await prepared.value else { return }
+            guard case .success(let run) = await prepared.value else { return }
             await run.check(
                 with: downloader, manager: manager,
                 limit: min(settled.maxConcurrentDownloads, settled.maxConnectionsPerHost), isStopped: stopped)
@@ -209,18 +206,20 @@ public final class Mirror: Sendable {
         checking.withLock { $0 = checks }
         if isStopped { checks.cancel() }
         let report = await walk.run(with: downloader) { files in
-            await prepared.value?.queue(files, manager: manager)
+            if case .success(let run) = await prepared.value { await run.queue(files, manager: manager) }
         }
         let ready = await prepared.value
-        ready?.finishChecks()
+        if case .success(let run) = ready { run.finishChecks() }
         await checks.value
         // A stop shuts the manager down, which may end its restore: the run is then interrupted, not failed.
         let restoring = await restored.value
-        let restoreFailure = isStopped ? nil : restoring
-        guard let run = ready, restoreFailure == nil else {
+        let run: MirrorRun
+        do throws(DownloadError) {
+            run = try ready.get()
+            if let restoring, !isStopped { throw restoring }
+        } catch {
             await manager.shutdown()
-            if case .failure(let error) = await earlier.value { throw error }
-            throw restoreFailure ?? .io("cannot read the mirror's records")
+            throw error
         }
         for (listing, error) in report.failures {
             events(.problem("cannot read the listing \(URLRedaction.redact(listing)): \(error.message)"))
