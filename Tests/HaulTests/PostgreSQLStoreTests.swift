@@ -2,6 +2,7 @@ import Foundation
 import HaulTestSupport
 import Logging
 import PostgresNIO
+import Synchronization
 import Testing
 @testable import Haul
 
@@ -538,6 +539,69 @@ struct PostgreSQLStoreTests {
             try await store.saveSettings(["a": "3"], queue: "q")
             #expect(try await store.settings(queue: "q") == ["a": "3"])
             try await store.close()
+        }
+    }
+
+    /// A statement's timer that wakes well after it was due slept through a pause of this
+    /// process (here a sleep that wakes 500 ms late, as after `SIGSTOP` and `SIGCONT`): the answer
+    /// that comes right after the wake-up is taken, not a timeout reported.
+    @Test func aStatementsTimerThatWakesLateGivesTheAnswerItsTimeAgain() async throws {
+        try await PostgresServer.with { postgres in
+            let location = try StoreLocation(parsing: postgres.url())
+            guard case .postgreSQL(let server) = location.kind else { return }
+            let connection = try await PostgreSQLStoreDatabase.connect(server, logger: Logger(label: "test"))
+            let woken = AsyncStream.makeStream(of: Void.self)
+            let late: @Sendable (ContinuousClock.Instant) async throws -> Void = { due in
+                try await Task.sleep(until: due + .milliseconds(500), clock: .continuous)
+                woken.continuation.yield()
+            }
+            let answer: Result<Int?, any Error>
+            do {
+                answer = .success(
+                    try await PostgreSQLConnectionSlot.answered(connection, within: .seconds(1), sleep: late) { connection in
+                        // Sent before the pause; answered once the process runs again.
+                        for await _ in woken.stream { break }
+                        return try await connection.query("SELECT 7", logger: Logger(label: "test")).collect().first?.decode(Int.self)
+                    })
+            } catch {
+                answer = .failure(error)
+            }
+            try? await connection.close()
+            #expect(try answer.get() == 7)
+        }
+    }
+
+    /// A process paused past the store's window in the middle of its first attempt (its
+    /// connection closed meanwhile) tries the statement again once awake instead of failing it.
+    @Test func aFirstAttemptThatEndsPastTheWindowIsTriedAgain() async throws {
+        try await PostgresServer.with { postgres in
+            let location = try StoreLocation(parsing: postgres.url(connectTimeout: 1))
+            guard case .postgreSQL(let server) = location.kind else { return }
+            let database = PostgreSQLStoreDatabase(server, logger: Logger(label: "test"))
+            // Past the 3 s window; its timer wakes late (a pause), the statement then fails.
+            let slot = PostgreSQLConnectionSlot(
+                connect: { try await PostgreSQLStoreDatabase.connect(server, logger: Logger(label: "test")) }, exclusive: false,
+                sleep: { due in try await Task.sleep(until: due + .milliseconds(3500), clock: .continuous) })
+            let attempts = Mutex(0)
+            let answer: Result<Int?, any Error>
+            do {
+                answer = .success(
+                    try await database.retrying(on: slot, rows: 1) { connection in
+                        if attempts.withLock({
+                            $0 += 1; return $0
+                        }) == 1 {
+                            try await Task.sleep(for: .milliseconds(4700))
+                            throw StoreTimeout(seconds: 1)
+                        }
+                        return try await connection.query("SELECT 8", logger: Logger(label: "test")).collect().first?.decode(Int.self)
+                    })
+            } catch {
+                answer = .failure(error)
+            }
+            await slot.close()
+            try await database.close()
+            #expect(try answer.get() == 8)
+            #expect(attempts.withLock { $0 } == 2)
         }
     }
 

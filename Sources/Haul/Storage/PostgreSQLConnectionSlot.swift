@@ -15,10 +15,16 @@ actor PostgreSQLConnectionSlot {
     private var busy = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
     private var closed = false
+    private let sleep: @Sendable (ContinuousClock.Instant) async throws -> Void
 
-    init(connect: @escaping @Sendable () async throws -> PostgresConnection, exclusive: Bool) {
+    /// `sleep` stands for `Task.sleep(until:)` in the statements' timers (see ``answered(_:within:sleep:_:)``).
+    init(
+        connect: @escaping @Sendable () async throws -> PostgresConnection, exclusive: Bool,
+        sleep: @escaping @Sendable (ContinuousClock.Instant) async throws -> Void = PostgreSQLConnectionSlot.sleep
+    ) {
         self.connect = connect
         self.exclusive = exclusive
+        self.sleep = sleep
     }
 
     /// Runs `body` on the slot's connection (made if needed) once the slot is free. With a
@@ -40,7 +46,7 @@ actor PostgreSQLConnectionSlot {
         let connection = try await current()
         do {
             guard let limit else { return try await body(connection) }
-            return try await Self.answered(connection, within: limit, body)
+            return try await Self.answered(connection, within: limit, sleep: sleep, body)
         } catch {
             // A connection that broke is let go; the next use makes another.
             if connection.isClosed || PostgreSQLStoreDatabase.isTransient(error) || error is CancellationError {
@@ -55,8 +61,15 @@ actor PostgreSQLConnectionSlot {
     /// is closed then (and on cancellation), which ends the statement waiting on it. The caller
     /// does not wait for `body` to notice: a statement on a connection whose server vanished may
     /// never be answered, and the slot must not wait with it.
+    ///
+    /// Only time this process ran counts. A timer that wakes well after it was due slept through
+    /// a pause of the process (`SIGSTOP`, a suspended machine, a starved CPU), not through a
+    /// silent server: the answer may be waiting unread, so the statement gets `limit` again from
+    /// then. `sleep` stands for `Task.sleep(until:)` (tests pass one that wakes late, as after a pause).
     static func answered<T: Sendable>(
-        _ connection: PostgresConnection, within limit: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ connection: PostgresConnection, within limit: Duration,
+        sleep: @escaping @Sendable (ContinuousClock.Instant) async throws -> Void = PostgreSQLConnectionSlot.sleep,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let outcome = FirstOutcome<T>()
         return try await withTaskCancellationHandler {
@@ -67,7 +80,12 @@ actor PostgreSQLConnectionSlot {
                         do { outcome.finish(.success(try await body(connection))) } catch { outcome.finish(.failure(error)) }
                     },
                     timer: Task {
-                        guard (try? await Task.sleep(for: limit)) != nil else { return }
+                        var due = ContinuousClock.now + limit
+                        for _ in 0..<8 {
+                            guard (try? await sleep(due)) != nil else { return }
+                            guard ContinuousClock.now - due > Self.pauseSlack else { break }
+                            due = .now + limit
+                        }
                         outcome.finish(.failure(StoreTimeout(seconds: Int(limit.components.seconds))))
                         try? await connection.close()
                     })
@@ -76,6 +94,13 @@ actor PostgreSQLConnectionSlot {
             outcome.finish(.failure(CancellationError()))
             let _: EventLoopFuture<Void> = connection.close()
         }
+    }
+
+    /// How late a timer may wake before its lateness is taken for a pause of this process.
+    static let pauseSlack: Duration = .milliseconds(200)
+
+    @Sendable static func sleep(until instant: ContinuousClock.Instant) async throws {
+        try await Task.sleep(until: instant, clock: .continuous)
     }
 
     private func current() async throws -> PostgresConnection {

@@ -298,9 +298,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     // MARK: Retrying
 
     /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for
-    /// three times the connect timeout (``window``). Each attempt, from when it has the slot,
-    /// may take the connect timeout plus 10 ms a row for a long transaction (the window at most); one that gets no
-    /// answer at all (a statement sent as the server went down, a server gone silent) then
+    /// three times the connect timeout (``window``; a first failure is always tried again).
+    /// Each attempt, from when it has the slot, may take the connect timeout plus 10 ms a row
+    /// for a long transaction (the window at most); one that gets no answer at all (a statement sent as the server went down, a server gone silent) then
     /// ends, its connection closed, and is tried again on a new one while the window lasts.
     func retrying<T: Sendable>(
         on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
@@ -310,11 +310,16 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let limit = min(window, server.connectTimeout + .milliseconds(10) * rows)
         let deadline = ContinuousClock.now + window
         var wait: Duration = .milliseconds(50)
+        var first = true
         while true {
             do {
                 try await migrateOnce()
                 return try await slot.use(within: limit, body)
-            } catch  where Self.isTransient(error) && .now + wait < deadline {
+            } catch  where Self.isTransient(error) && (first || .now + wait < deadline) {
+                // The first failure is always tried again: a process paused in the middle of a
+                // statement (SIGSTOP, a suspended machine) wakes to find its window spent and
+                // perhaps its connection closed, neither of them the server's doing.
+                first = false
                 logger.debug("the store \(location) did not answer (\(reason(error))); asking again in \(wait)")
                 try await Task.sleep(for: wait)
                 wait = min(wait * 2, .seconds(1))
