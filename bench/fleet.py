@@ -65,6 +65,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds():
+    """CPU time the whole machine spent busy so far (every process: daemons, PostgreSQL, nginx, this script)."""
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # all but idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_kib(pid):
     with open("/proc/%d/status" % pid) as status:
         for line in status:
@@ -198,6 +206,7 @@ def run_daemon(haul, store, work, nginx, names, digests, sizes, args):
         wait_for_port(port, daemon)
         rpc = RPC(port)
         started = time.monotonic()
+        machine = machine_cpu_seconds()
         add_all(rpc, nginx, names, args.batch)
         added = time.monotonic() - started
         deadline = started + args.cap
@@ -209,6 +218,7 @@ def run_daemon(haul, store, work, nginx, names, digests, sizes, args):
                 raise RuntimeError("did not finish in %d s: %r" % (args.cap, stat))
             time.sleep(0.05)
         wall = time.monotonic() - started
+        machine = machine_cpu_seconds() - machine
         stopped = int(rpc.call("aria2.getGlobalStat")["numStopped"])
         cpu = cpu_seconds(daemon.pid)
         rss = peak_rss_kib(daemon.pid)
@@ -224,7 +234,7 @@ def run_daemon(haul, store, work, nginx, names, digests, sizes, args):
     shutil.rmtree(out, ignore_errors=True)
     if bad or stopped != len(names) or twice:
         raise RuntimeError("%s: %d files wrong or missing, %d stopped of %d, %d sent twice" % (store, bad, stopped, len(names), twice))
-    return {"wall": wall, "added": added, "cpu": cpu, "rss": rss / 1024, "twice": twice}
+    return {"wall": wall, "added": added, "cpu": cpu, "machine": machine, "rss": rss / 1024, "twice": twice}
 
 
 def add_all(rpc, nginx, names, batch):
@@ -257,6 +267,7 @@ def run_fleet(haul, store, work, nginx, names, digests, sizes, args):
         # Every member has looked at the fleet once (a look a second): the first offers to all.
         time.sleep(1.2)
         started = time.monotonic()
+        machine = machine_cpu_seconds()
         add_all(rpcs[0], nginx, names, args.batch)
         added = time.monotonic() - started
         deadline = started + args.cap
@@ -279,6 +290,7 @@ def run_fleet(haul, store, work, nginx, names, digests, sizes, args):
                 raise RuntimeError("did not finish in %d s: %r" % (args.cap, stats))
             time.sleep(0.05)
         wall = time.monotonic() - started
+        machine = machine_cpu_seconds() - machine
         rss = 0
         # The store's side, from the live daemons' /metrics: claims made, and the group commits' mean latency.
         claims, commit_seconds, commits = 0.0, 0.0, 0.0
@@ -315,7 +327,7 @@ def run_fleet(haul, store, work, nginx, names, digests, sizes, args):
     if killed is not None:
         print("  (daemon 2 killed with -9 at %.2f s; files sent twice %d, the bound 2 x -j is %d%s)"
               % (killed_at, twice, 2 * args.j, "" if twice <= 2 * args.j else ": EXCEEDED"), flush=True)
-    return {"wall": wall, "added": added, "cpu": cpu, "rss": rss / 1024, "twice": twice}
+    return {"wall": wall, "added": added, "cpu": cpu, "machine": machine, "rss": rss / 1024, "twice": twice}
 
 
 def file_digest(path):
@@ -382,17 +394,19 @@ def main():
                 run = run_fleet if store == "fleet" else run_daemon
                 result = run(haul, location, work, nginx, names, digests, sizes, args)
                 results[store].append(result)
-                print("round %d %-10s wall %.2f s (adding %.2f s), CPU %.2f s, peak RSS %.0f MiB, files sent twice %d"
-                      % (round_ + 1, store, result["wall"], result["added"], result["cpu"], result["rss"], result["twice"]),
+                print("round %d %-10s wall %.2f s (adding %.2f s), CPU %.2f s (machine %.2f s), peak RSS %.0f MiB, files sent twice %d"
+                      % (round_ + 1, store, result["wall"], result["added"], result["cpu"], result["machine"], result["rss"],
+                         result["twice"]),
                       flush=True)
         print()
-        print("| store | wall (median) | adding | daemon CPU | peak RSS | x SQLite |")
-        print("|---|---|---|---|---|---|")
+        print("| store | wall (median) | adding | daemon CPU | machine CPU | peak RSS | x SQLite |")
+        print("|---|---|---|---|---|---|---|")
         base = statistics.median(r["wall"] for r in results.get("sqlite", [])) if "sqlite" in results else None
         for store, rows in results.items():
             wall = statistics.median(r["wall"] for r in rows)
-            print("| %s | %.2f s | %.2f s | %.2f s | %.0f MiB | %s |" % (
+            print("| %s | %.2f s | %.2f s | %.2f s | %.2f s | %.0f MiB | %s |" % (
                 store, wall, statistics.median(r["added"] for r in rows), statistics.median(r["cpu"] for r in rows),
+                statistics.median(r["machine"] for r in rows),
                 max(r["rss"] for r in rows), ("%.2fx" % (wall / base)) if base else "-"))
     finally:
         if nginx:

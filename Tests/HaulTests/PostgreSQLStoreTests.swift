@@ -192,7 +192,7 @@ struct PostgreSQLStoreTests {
                 try await group.waitForAll()
             }
             let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
-            #expect(versions == [1, 2, 3, 4])
+            #expect(versions == [1, 2, 3, 4, 5])
             for store in stores { try await store.close() }
             // A store opened later finds it done.
             let later = try Self.store(postgres)
@@ -444,6 +444,47 @@ struct PostgreSQLStoreTests {
             #expect(members == [0], "removed once its rows were all taken")
             for heir in heirs { try await heir.close() }
             try await admin.close()
+        }
+    }
+
+    /// The fleet's counts add up what each live member's manager published with its last
+    /// transaction, not its rows (a poll once counted the whole table), and count the rows of a
+    /// member that published nothing.
+    @Test func theFleetsCountsAreWhatItsMembersPublishedAndTheRowsOfThoseThatDidNot() async throws {
+        try await PostgresServer.with { postgres in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let managers = try (0..<2).map { index in
+                DownloadManager(
+                    downloader: Downloader(.init(stateDirectory: dir.file("state-\(index)")), store: try Self.store(postgres)),
+                    configuration: .init(queue: "daemon"))
+            }
+            for manager in managers { try await manager.restore() }
+            // A member with no manager: it publishes nothing; its two rows are counted as rows.
+            let bare = try Self.store(postgres)
+            try await bare.join("daemon")
+            bare.writer.insert(Self.row(1))
+            bare.writer.insert(Self.row(2))
+            try await bare.flush()
+            _ = try await managers[0].add(
+                contentsOf: (1...3).map { DownloadRequest(url: "http://a.example/\($0)", file: dir.file("f\($0)")) }, paused: true)
+            var totals = try await managers[1].fleetTotals()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while (totals.paused, totals.queued) != (3, 2), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                totals = try await managers[1].fleetTotals()
+            }
+            #expect((totals.paused, totals.queued) == (3, 2), "\(totals)")
+            // Every row now says completed: the first manager's three are still counted as it
+            // published them; the bare member's two as their rows say.
+            try await bare.write([StoreStatement("UPDATE download SET status = \(DownloadStatus.completed.storedValue), resultBytes = 5")])
+            totals = try await managers[1].fleetTotals()
+            #expect((totals.paused, totals.queued, totals.completed, totals.bytesDone) == (3, 0, 2, 10), "\(totals)")
+            for manager in managers {
+                await manager.shutdown()
+                try await manager.downloader.shutdown()
+            }
+            try await bare.close()
         }
     }
 

@@ -67,6 +67,17 @@ extension StoreWriterTests {
         #expect(writer.transactions == 1 && writer.pendingCount == 0)
     }
 
+    /// A touch with no row changed still makes one transaction (what a fleet member publishes
+    /// rides on it), after the linger; a second touch before it is written adds none.
+    @Test(.timeLimit(.minutes(1))) func aTouchMakesOneTransactionOfItsOwn() async throws {
+        let writer = StoreWriter(database: try SQLiteStoreDatabase(inMemory: ()), linger: .milliseconds(50), lingerStep: .milliseconds(5))
+        writer.touch()
+        writer.touch()
+        for _ in 0..<500 where writer.transactions == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(writer.transactions == 1)
+    }
+
     @Test func manyWritersAndFlushersAllReturn() async throws {
         let store = try Store(inMemory: ())
         let writer = store.writer

@@ -199,6 +199,7 @@ extension DownloadManager {
             if let entry = book.handOver(key.id) { handed.append(entry) }
         }
         guard !handed.isEmpty else { return }
+        publishCounts()
         do {
             try await store.offer(handed.map(\.id))
             offeredToPool += handed.count

@@ -71,6 +71,7 @@ extension DownloadManager {
         claimFromPoolSoon()
         offerSurplusSoon()
         shareHostsSoon()
+        publishCounts()
         if isIdle { wakeIdleWaiters() }
     }
 

@@ -86,7 +86,7 @@ extension PostgreSQLStoreDatabase {
     /// (their rows all go to one member, so a download and the one it depends on stay together),
     /// and up to ``reapBatch`` of the rows of the members it is heir of, and of nobody's when it is
     /// the eldest, become its own; a gone member with no rows left is removed. A lease that ran
-    /// out is never renewed (``renew(_:of:lease:on:logger:)``), so a member found out of its lease
+    /// out is never renewed (``renew(_:of:lease:counts:on:logger:)``), so a member found out of its lease
     /// stays gone while its rows move over several batches.
     static func look(
         _ queue: String, for member: FleetMember, publishing status: String, on connection: PostgresConnection, logger: Logger
@@ -111,14 +111,16 @@ extension PostgreSQLStoreDatabase {
         for try await any in pooled.decode(Bool.self) { look.pooled = any }
         // One reaper at a time; a member that finds another reaping leaves it to it.
         guard try await tryLock("haul.fleet", of: queue, on: connection, logger: logger) else { return look }
+        // The members that may be gone, read without a lock: a live member's row is locked by
+        // each of its transactions (``renew(_:of:lease:counts:on:logger:)``), and locking it here would
+        // hold its next one up for the whole look.
         let candidates = try await connection.query(
             """
             SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp()), coalesce(heir, '')
             FROM fleetMember WHERE queue = \(queue) AND member <> \(member.id)
             AND (leaseUntil < extract(epoch from clock_timestamp()) OR machine = \(member.machine))
-            FOR UPDATE SKIP LOCKED
             """, logger: logger)
-        var gone: [String] = []
+        var maybeGone: [String] = []
         var killed: [String] = []
         // Without its pid namespace, a pid of "this machine" may be another container's.
         let pidsMeanSomething = !member.machine.hasSuffix("pid:[?]")
@@ -127,11 +129,24 @@ extension PostgreSQLStoreDatabase {
             // download and the one it depends on stay together.
             if !heir.isEmpty, heir != member.id, members.contains(heir) { continue }
             if left < 0 {
-                gone.append(id)
+                maybeGone.append(id)
             } else if pidsMeanSomething, machine == member.machine, kill(pid_t(truncatingIfNeeded: pid), 0) != 0, errno == ESRCH {
-                gone.append(id)
+                maybeGone.append(id)
                 killed.append(id)
             }
+        }
+        // Then locked, skipping any in the middle of a transaction (it renewed its lease, or
+        // is about to find it ran out), and checked again under the lock.
+        var gone: [String] = []
+        if !maybeGone.isEmpty {
+            let locked = try await connection.query(
+                """
+                SELECT member FROM fleetMember WHERE queue = \(queue) AND member = ANY(\(maybeGone))
+                AND (leaseUntil < extract(epoch from clock_timestamp()) OR member = ANY(\(killed)))
+                FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            for try await id in locked.decode(String.self) { gone.append(id) }
+            killed = killed.filter(gone.contains)
         }
         if !gone.isEmpty {
             // Its shares of the hosts are free again.
@@ -144,15 +159,18 @@ extension PostgreSQLStoreDatabase {
                 WHERE queue = \(queue) AND member = ANY(\(gone))
                 """, logger: logger)
         }
-        // The rows of nobody (a queue of before the fleet) go whole to the eldest.
-        let nobody = look.eldest
-        for table in ["download", "uploadJob"] {
+        // The rows of nobody (a queue of before the fleet) go whole to the eldest. Each condition
+        // alone, so that the owner index finds the rows (an `OR` of both would read the table).
+        var owners: [String] = []
+        if look.eldest { owners.append("owner IS NULL") }
+        if !gone.isEmpty { owners.append("owner = ANY($3)") }
+        for table in ["download", "uploadJob"] where !owners.isEmpty {
             let count = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
                         WITH taken AS (
                             UPDATE \(table) SET owner = $1 WHERE id IN (
-                                SELECT id FROM \(table) WHERE queue = $2 AND ((owner IS NULL AND $5) OR owner = ANY($3)) LIMIT $4
+                                SELECT id FROM \(table) WHERE queue = $2 AND (\(owners.joined(separator: " OR "))) LIMIT $4
                             ) RETURNING 1
                         ) SELECT count(*) FROM taken
                         """,
@@ -162,7 +180,6 @@ extension PostgreSQLStoreDatabase {
                         binds.append(queue)
                         binds.append(gone)
                         binds.append(reapBatch)
-                        binds.append(nobody)
                         return binds
                     }()), logger: logger)
             for try await rows in count.decode(Int64.self) { look.taken += Int(rows) }
@@ -251,16 +268,39 @@ extension PostgreSQLStoreDatabase {
         }
     }
 
-    /// Extends the lease of every queue in `held`, in the transaction under way; throws
-    /// ``QueueTaken`` when this store is no longer a member of one. A lease that ran out is not
-    /// renewed, taken over or not yet: once out of it, a member is gone (``look(_:for:on:logger:)``).
+    func publish(_ counts: MemberCounts, of queue: String) -> Bool {
+        published.withLock { published in
+            guard published[queue] != counts else { return false }
+            published[queue] = counts
+            return true
+        }
+    }
+
+    /// What this member publishes of its queues with its lease: `{"queue": [counts…]}`
+    /// (``MemberCounts/json``); nil before its manager published any.
+    func publishedJSON() -> String? {
+        let counts = published.withLock { $0 }
+        guard !counts.isEmpty else { return nil }
+        let entries = counts.map { queue, counts in
+            let key = (try? JSONEncoder().encode(queue)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+            return key + ":" + counts.json
+        }
+        return "{" + entries.joined(separator: ",") + "}"
+    }
+
+    /// Extends the lease of every queue in `held`, in the transaction under way, and publishes
+    /// this member's `counts` of each (``publishedJSON()``; a queue missing there keeps what it
+    /// had); throws ``QueueTaken`` when this store is no longer a member of one. A lease that ran
+    /// out is not renewed, taken over or not yet: once out of it, a member is gone
+    /// (``look(_:for:publishing:on:logger:)``).
     static func renew(
-        _ held: Set<String>, of member: FleetMember, lease: Int, on connection: PostgresConnection, logger: Logger
+        _ held: Set<String>, of member: FleetMember, lease: Int, counts: String?, on connection: PostgresConnection, logger: Logger
     ) async throws {
         var renewed = Set<String>()
         let rows = try await connection.query(
             """
-            UPDATE fleetMember SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease)
+            UPDATE fleetMember SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease),
+            counts = coalesce(\(counts)::jsonb -> queue, counts)
             WHERE member = \(member.id) AND leaseUntil >= extract(epoch from clock_timestamp()) RETURNING queue
             """, logger: logger)
         for try await queue in rows.decode(String.self) { renewed.insert(queue) }

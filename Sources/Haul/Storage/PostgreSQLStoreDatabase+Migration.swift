@@ -113,6 +113,15 @@ extension PostgreSQLStoreDatabase {
                 """,
             ]
         ),
+        (
+            5,
+            [
+                // Each member's counts of its downloads by status (MemberCounts, a JSON array),
+                // written with the lease at every transaction: the others add them up for the
+                // whole fleet's counts instead of counting every row. NULL: not published yet.
+                "ALTER TABLE fleetMember ADD COLUMN counts jsonb"
+            ]
+        ),
     ]
 
     /// The type of each column of `download`, as v1 made it.

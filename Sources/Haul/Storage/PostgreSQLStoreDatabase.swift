@@ -42,6 +42,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     let listeners = Mutex<[Task<Void, Never>]>([])
     /// Renewals of this store's lease so far (``leaseRenewals``).
     let renewals = Atomic<Int>(0)
+    /// What this member publishes of each queue with its lease (``publish(_:of:)``).
+    let published = Mutex<[String: MemberCounts]>([:])
     /// `?` placeholders turned into `$n`, by statement.
     private let numbered = Mutex<[String: String]>([:])
 
@@ -224,11 +226,14 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         let logger = logger
         let member = member
         let lease = Int(lease.components.seconds)
+        let publishing = held.isEmpty ? nil : publishedJSON()
         do {
             let result = try await retrying(on: writer, rows: rows + 1) { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
-                    if !held.isEmpty { try await Self.renew(held, of: member, lease: lease, on: connection, logger: logger) }
+                    if !held.isEmpty {
+                        try await Self.renew(held, of: member, lease: lease, counts: publishing, on: connection, logger: logger)
+                    }
                     let result = try await body(connection)
                     try await connection.query("COMMIT", logger: logger)
                     return result

@@ -97,6 +97,10 @@ protocol StoreDatabase: Sendable {
     /// wrote); 0 on SQLite.
     var leaseRenewals: Int { get }
 
+    /// Sets what this member's next transactions publish of `queue` for the others
+    /// (``MemberCounts``); says whether that changed what they publish (nothing does on SQLite).
+    func publish(_ counts: MemberCounts, of queue: String) -> Bool
+
     /// The SQL condition (and its values) that selects the rows this store holds in a queue it
     /// joined: `AND owner = ?` on PostgreSQL, nothing on SQLite.
     var heldCondition: (sql: String, values: [DatabaseValue]) { get }
@@ -163,7 +167,24 @@ extension StoreDatabase {
 
     var leaseRenewals: Int { 0 }
 
+    func publish(_ counts: MemberCounts, of queue: String) -> Bool { false }
+
     func failed() async {}
+}
+
+/// A member's downloads of a queue by status, as its manager's book has them: published with
+/// every transaction it writes, so that any member can count the whole fleet's from a few rows.
+struct MemberCounts: Sendable, Equatable {
+    var queued = 0
+    var running = 0
+    var paused = 0
+    var completed = 0
+    var failed = 0
+    /// The completed downloads' bytes.
+    var completedBytes: Int64 = 0
+
+    /// As published: `[queued, running, paused, completed, failed, completedBytes]`.
+    var json: String { "[\(queued),\(running),\(paused),\(completed),\(failed),\(completedBytes)]" }
 }
 
 /// What a member of a fleet would use of a host's connections, and how many it has open now

@@ -205,6 +205,8 @@ final class StoreWriter: Sendable {
         /// starts to wait; the steps counted.
         var lingerer: (step: Int, continuation: CheckedContinuation<Bool, Never>)?
         var lingerSteps = 0
+        /// A transaction is wanted though no row changed (``touch()``).
+        var touched = false
     }
 
     private let database: any StoreDatabase
@@ -291,6 +293,17 @@ final class StoreWriter: Sendable {
         }
     }
 
+    /// Makes a coming transaction of the writer's carry what the database publishes with every
+    /// transaction (a fleet member's counts, ``StoreDatabase/publish(_:of:)``), even if no row
+    /// changes: one with the rows pending, or one of its own.
+    func touch() {
+        state.withLock { state in
+            state.touched = true
+            guard state.worker == nil else { return }
+            state.worker = Task { await self.drain() }
+        }
+    }
+
     private func submit(_ id: DownloadID, promptly: Bool = false, _ change: (inout Pending) -> Void) {
         let start: Bool = state.withLock { state in
             change(&state.pending[id, default: Pending()])
@@ -347,7 +360,7 @@ final class StoreWriter: Sendable {
                 lingered += lingeringStep
             }
             let (batch, stragglers): ([DownloadID: Pending]?, [CheckedContinuation<Void, any Error>]) = state.withLock { state in
-                guard !state.pending.isEmpty else {
+                guard !state.pending.isEmpty || state.touched else {
                     // Nothing left. Whoever asked to wait since the last transaction was written
                     // asked after everything pending then: it is all written.
                     state.worker = nil
@@ -357,6 +370,7 @@ final class StoreWriter: Sendable {
                 let batch = state.pending
                 state.pending = [:]
                 state.prompt = false
+                state.touched = false
                 state.insertsInFlight = Set(batch.compactMap { $0.value.insert == nil ? nil : $0.key })
                 // Whoever asked while nothing was pending (between transactions) waits for nothing.
                 let stragglers = state.inflightWaiters
@@ -398,7 +412,9 @@ final class StoreWriter: Sendable {
     private func lingerOneStep() async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let step: Int? = state.withLock { state in
-                guard !state.pending.isEmpty, state.nextWaiters.isEmpty, state.pending.count < 1000, !state.prompt else { return nil }
+                guard !state.pending.isEmpty || state.touched, state.nextWaiters.isEmpty, state.pending.count < 1000, !state.prompt else {
+                    return nil
+                }
                 state.lingerSteps += 1
                 state.lingerer = (state.lingerSteps, continuation)
                 return state.lingerSteps
