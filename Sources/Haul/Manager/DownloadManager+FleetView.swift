@@ -172,7 +172,8 @@ extension DownloadManager {
         // A few rows of fleetMember, and what the owner index finds of the rest, counted in one
         // pass (no sort): never a count of the whole table (22 ms a poll at 20,000 rows).
         func counted(_ status: DownloadStatus) -> String { "count(*) FILTER (WHERE status = \(status.storedValue))" }
-        let rows = "\(counted(.queued)), \(counted(.running)), \(counted(.paused)), \(counted(.completed)), \(counted(.failed)), "
+        let rows =
+            "\(counted(.queued)), \(counted(.running)), \(counted(.paused)), \(counted(.completed)), \(counted(.failed)), "
             + "coalesce(sum(resultBytes) FILTER (WHERE status = \(DownloadStatus.completed.storedValue)), 0)::bigint FROM download"
         let counts = try await store.fetchCommitted(
             """

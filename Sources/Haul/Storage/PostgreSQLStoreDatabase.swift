@@ -141,21 +141,23 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     /// The queries that run `statements`. The writer's (a batch of downloads' rows) are merged,
-    /// since each statement costs a round trip: the deletes into one per 5000 rows, the inserts
-    /// into one per 1000, the updates of each set of columns into one per 1000 (an `UPDATE …
-    /// FROM (VALUES …)`). Deletes first, then inserts, then updates: a batch changes each row once
-    /// (a delete, or an insert and an update), so the order between rows does not matter.
+    /// since each statement costs a round trip: the deletes into one, the inserts into one, the
+    /// updates of each set of columns into one, each column of the batch sent as one array that
+    /// `unnest` makes rows of again. The text of each is the same whatever the batch's size, so
+    /// the server parses and plans a few short statements, not one of thousands of parameters
+    /// each time. Deletes first, then inserts, then updates: a batch changes each row once (a
+    /// delete, or an insert and an update), so the order between rows does not matter.
     func queries(_ statements: [StoreStatement]) throws -> [PostgresQuery] {
         guard statements.count > 1, statements.allSatisfy({ $0.batching != nil }) else {
             return try statements.map { PostgresQuery(unsafeSQL: numbering($0.sql), binds: try Self.bindings($0.values)) }
         }
-        var deletes: [DatabaseValue] = []
+        var deletes: [[DatabaseValue]] = []
         var inserts: [[DatabaseValue]] = []
         var updates: [UInt32: [[DatabaseValue]]] = [:]
         var masks: [UInt32] = []
         for statement in statements {
             switch statement.batching {
-            case .delete?: deletes.append(contentsOf: statement.values)
+            case .delete?: deletes.append(statement.values)
             case .insert?: inserts.append(statement.values)
             case .update(let mask)?:
                 if updates[mask] == nil { masks.append(mask) }
@@ -164,49 +166,41 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             }
         }
         var queries: [PostgresQuery] = []
-        for start in stride(from: 0, to: deletes.count, by: 5000) {
-            let chunk = Array(deletes[start..<min(deletes.count, start + 5000)])
-            let marks = (1...chunk.count).map { "$\($0)::bigint" }.joined(separator: ", ")
-            queries.append(PostgresQuery(unsafeSQL: "DELETE FROM download WHERE id IN (\(marks))", binds: try Self.bindings(chunk)))
+        if !deletes.isEmpty {
+            queries.append(PostgresQuery(unsafeSQL: "DELETE FROM download WHERE id = ANY($1::bigint[])", binds: try Self.arrays(of: deletes, ["id"])))
         }
-        let columns = DownloadRow.storedColumns
-        let conflict =
-            " ON CONFLICT (id) DO UPDATE SET " + columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
-        for start in stride(from: 0, to: inserts.count, by: 1000) {
-            let rows = Array(inserts[start..<min(inserts.count, start + 1000)])
-            let sql = "INSERT INTO download (" + columns.joined(separator: ", ") + ") VALUES " + Self.valuesList(rows.count, columns) + conflict
-            queries.append(PostgresQuery(unsafeSQL: sql, binds: try Self.bindings(rows.flatMap { $0 })))
+        if !inserts.isEmpty {
+            queries.append(PostgresQuery(unsafeSQL: Self.insertSQL, binds: try Self.arrays(of: inserts, DownloadRow.storedColumns)))
         }
         for mask in masks {
-            let rows = updates[mask] ?? []
             let names = RowPatch.columnNames(mask) + ["updatedAt", "id"]
             let set = names.dropLast().map { "\($0) = v.\($0)" }.joined(separator: ", ")
-            for start in stride(from: 0, to: rows.count, by: 1000) {
-                let chunk = Array(rows[start..<min(rows.count, start + 1000)])
-                let sql =
-                    "UPDATE download AS d SET \(set) FROM (VALUES " + Self.valuesList(chunk.count, names) + ") AS v("
-                    + names.joined(separator: ", ") + ") WHERE d.id = v.id"
-                queries.append(PostgresQuery(unsafeSQL: sql, binds: try Self.bindings(chunk.flatMap { $0 })))
-            }
+            let sql = "UPDATE download AS d SET \(set) FROM " + Self.unnest(names) + " WHERE d.id = v.id"
+            queries.append(PostgresQuery(unsafeSQL: sql, binds: try Self.arrays(of: updates[mask] ?? [], names)))
         }
         return queries
     }
 
-    /// `($1::type, …), (…)`: `rows` rows of `columns`' placeholders, each cast to its column's
-    /// type (a NULL bound alone has none).
-    static func valuesList(_ rows: Int, _ columns: [String]) -> String {
-        var sql = ""
-        sql.reserveCapacity(rows * columns.count * 12)
-        var number = 0
-        for row in 0..<rows {
-            sql += row == 0 ? "(" : ", ("
-            for (index, column) in columns.enumerated() {
-                number += 1
-                sql += (index == 0 ? "$" : ", $") + String(number) + "::" + (downloadTypes[column] ?? "text")
-            }
-            sql += ")"
+    /// The writer's insert of a batch of rows, replacing those of their ids.
+    static let insertSQL: String = {
+        let columns = DownloadRow.storedColumns
+        return "INSERT INTO download (" + columns.joined(separator: ", ") + ") SELECT * FROM " + unnest(columns)
+            + " ON CONFLICT (id) DO UPDATE SET " + columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+    }()
+
+    /// `unnest($1::type[], …) AS v(column, …)`: rows of `columns`, from an array each.
+    static func unnest(_ columns: [String]) -> String {
+        let arrays = columns.enumerated().map { "$\($0.offset + 1)::" + (downloadTypes[$0.element] ?? "text") + "[]" }
+        return "unnest(" + arrays.joined(separator: ", ") + ") AS v(" + columns.joined(separator: ", ") + ")"
+    }
+
+    /// The bindings of `rows` (each the values of `columns`, in order): a ``ColumnArray`` a column.
+    static func arrays(of rows: [[DatabaseValue]], _ columns: [String]) throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: columns.count)
+        for (index, column) in columns.enumerated() {
+            try bindings.append(ColumnArray(type: ColumnArray.Element(sqlType: downloadTypes[column] ?? "text"), values: rows.map { $0[index] }))
         }
-        return sql
+        return bindings
     }
 
     /// Runs `queries` (which write `rows` rows) in one transaction (``transaction(rows:_:)``).
@@ -413,3 +407,70 @@ struct StoreTimeout: Error {
 
 /// The store was closed.
 struct StoreClosed: Error {}
+
+/// One column of a batch of rows, as a PostgreSQL array of `bigint`, `double precision` or
+/// `text` that may hold NULLs (PostgresNIO's arrays hold none). In the binary format: the
+/// dimensions, whether a NULL is among the elements, their type, the length and first index,
+/// then each element's length (-1 for NULL) and bytes.
+struct ColumnArray: PostgresThrowingDynamicTypeEncodable {
+    enum Element {
+        case bigint, double, text
+
+        init(sqlType: String) {
+            switch sqlType {
+            case "bigint": self = .bigint
+            case "double precision": self = .double
+            default: self = .text
+            }
+        }
+    }
+
+    var type: Element
+    var values: [DatabaseValue]
+
+    var psqlType: PostgresDataType {
+        switch type {
+        case .bigint: .int8Array
+        case .double: .float8Array
+        case .text: .textArray
+        }
+    }
+
+    var psqlFormat: PostgresFormat { .binary }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) throws {
+        let element: PostgresDataType =
+            switch type {
+            case .bigint: .int8
+            case .double: .float8
+            case .text: .text
+            }
+        buffer.writeInteger(Int32(1))
+        buffer.writeInteger(Int32(values.contains { $0.isNull } ? 1 : 0))
+        buffer.writeInteger(element.rawValue)
+        buffer.writeInteger(Int32(values.count))
+        buffer.writeInteger(Int32(1))
+        for value in values {
+            switch (value.storage, type) {
+            case (.null, _): buffer.writeInteger(Int32(-1))
+            case (.int64(let number), .bigint):
+                buffer.writeInteger(Int32(8))
+                buffer.writeInteger(number)
+            case (.double(let number), .double):
+                buffer.writeInteger(Int32(8))
+                buffer.writeInteger(number.bitPattern)
+            case (.int64(let number), .double):
+                buffer.writeInteger(Int32(8))
+                buffer.writeInteger(Double(number).bitPattern)
+            case (.string(let text), .text):
+                buffer.writeInteger(Int32(text.utf8.count))
+                buffer.writeString(text)
+            case (.int64(let number), .text):
+                let text = String(number)
+                buffer.writeInteger(Int32(text.utf8.count))
+                buffer.writeString(text)
+            default: throw DownloadError.io("a value of type \(value.storage) does not fit a column of \(type)")
+            }
+        }
+    }
+}
