@@ -11,7 +11,8 @@ then for each store in turn (rounds interleaved) starts `haul daemon` fresh (new
 database, new download folder), adds every file through system.multicall of --batch aria2.addUri,
 and waits until getGlobalStat says nothing is active or waiting. Reports the wall time from the
 first call to the last download's end, the adding alone, the daemon's CPU time and peak RSS (the
-daemon's alone: not the PostgreSQL server's), and checks every file byte-identical (sha256) and
+daemon's alone: not the PostgreSQL server's), the whole machine's CPU time over the same span (every
+process: on a machine of few cores the wall follows it), and checks every file byte-identical (sha256) and
 nginx's access log (each file sent once), stopping with an error otherwise.
 
 Stores: `sqlite` and `postgresql` are one daemon each; `fleet` is --daemons daemons on one
