@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HaulTestSupport
 import Synchronization
 import Testing
@@ -76,6 +77,18 @@ extension StoreWriterTests {
         for _ in 0..<500 where writer.transactions == 0 { try await Task.sleep(for: .milliseconds(10)) }
         try await Task.sleep(for: .milliseconds(200))
         #expect(writer.transactions == 1)
+    }
+
+    /// A touch whose transaction fails (the store closed under it) loses no row: the writer has
+    /// not failed; a row's write that fails does fail it.
+    @Test(.timeLimit(.minutes(1))) func aTouchThatFailsIsNotTheStoresFailure() async throws {
+        let writer = StoreWriter(database: Unwritable(), linger: .milliseconds(5), lingerStep: .milliseconds(5))
+        writer.touch()
+        for _ in 0..<500 where writer.transactions == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(writer.transactions == 1 && writer.failure == nil)
+        writer.insert(row(0))
+        await #expect(throws: DownloadError.self) { try await writer.flush() }
+        #expect(writer.failure != nil)
     }
 
     @Test func manyWritersAndFlushersAllReturn() async throws {
@@ -259,4 +272,15 @@ extension StoreWriterTests {
         writer.update(row(1).id, .unsynced(ByteRanges([0..<5]), boot: "b"), promptly: true)
         #expect(await eventually { writer.transactions == 2 })
     }
+}
+
+/// A database every write to fails (a store closed, a server gone).
+private struct Unwritable: StoreDatabase {
+    var location: String { "nowhere" }
+    func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] { [] }
+    func write(_ statements: [StoreStatement]) async throws { throw StoreClosed() }
+    func upsertSQL(table: String, columns: [String], key: [String]) -> String { "" }
+    func close() async throws {}
+    func reason(_ error: any Error) -> String { "the store is closed" }
+    func advice(_ error: any Error) -> String { "" }
 }

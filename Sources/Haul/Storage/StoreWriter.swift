@@ -386,7 +386,9 @@ final class StoreWriter: Sendable {
                 try await database.write(try statements(batch))
                 outcome = .success(())
             } catch {
-                outcome = .failure(failure(error))
+                // A transaction of nothing but what the database publishes (``touch()``) loses no
+                // row: its failure (the store closing under it, say) is not the store's.
+                outcome = batch.isEmpty ? .success(()) : .failure(failure(error))
             }
             committed(.now - started, batch.count)
             let (waiters, firstFailure) = state.withLock { state in
