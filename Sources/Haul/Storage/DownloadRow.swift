@@ -158,24 +158,28 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
 
         /// Throws when `row` lacks one of the table's columns.
         init(_ row: Row) throws {
-            var index: [String: Int] = [:]
-            for (offset, name) in row.columnNames.enumerated() where index[name.lowercased()] == nil {
-                index[name.lowercased()] = offset
+            var index: [String: Int] = Dictionary(minimumCapacity: row.count)
+            for (offset, name) in row.columnNames.enumerated() {
+                // PostgreSQL's names are lowercase already: no copy of them.
+                let key = name.utf8.contains(where: { (65...90).contains($0) }) ? name.lowercased() : name
+                if index[key] == nil { index[key] = offset }
             }
-            func at(_ column: WritableKeyPath<ColumnIndexes, Int>, _ name: String) throws {
-                guard let found = index[name.lowercased()] else { throw DatabaseError(message: "the download row has no column \(name)") }
+            for (column, name) in Self.columns {
+                guard let found = index[name] else { throw DatabaseError(message: "the download row has no column \(name)") }
                 self[keyPath: column] = found
             }
-            try at(\.id, "id"); try at(\.queue, "queue"); try at(\.url, "url"); try at(\.destinationKind, "destinationKind")
-            try at(\.destination, "destination"); try at(\.request, "request"); try at(\.priority, "priority")
-            try at(\.position, "position"); try at(\.dependencies, "dependencies"); try at(\.status, "status")
-            try at(\.finishOrder, "finishOrder"); try at(\.path, "path"); try at(\.totalLength, "totalLength")
-            try at(\.etag, "etag"); try at(\.lastModified, "lastModified"); try at(\.acceptsRanges, "acceptsRanges")
-            try at(\.ranges, "ranges"); try at(\.unsynced, "unsynced"); try at(\.sourceValidators, "sourceValidators")
-            try at(\.resultBytes, "resultBytes"); try at(\.fileModified, "fileModified"); try at(\.errorKind, "errorKind")
-            try at(\.lastError, "lastError"); try at(\.errorReason, "errorReason"); try at(\.createdAt, "createdAt")
-            try at(\.updatedAt, "updatedAt"); try at(\.sources, "sources")
         }
+
+        /// Each index and its column's name, lowercased once.
+        static let columns: [(WritableKeyPath<ColumnIndexes, Int> & Sendable, String)] = [
+            (\.id, "id"), (\.queue, "queue"), (\.url, "url"), (\.destinationKind, "destinationKind"), (\.destination, "destination"),
+            (\.request, "request"), (\.priority, "priority"), (\.position, "position"), (\.dependencies, "dependencies"),
+            (\.status, "status"), (\.finishOrder, "finishOrder"), (\.path, "path"), (\.totalLength, "totalLength"), (\.etag, "etag"),
+            (\.lastModified, "lastModified"), (\.acceptsRanges, "acceptsRanges"), (\.ranges, "ranges"), (\.unsynced, "unsynced"),
+            (\.sourceValidators, "sourceValidators"), (\.resultBytes, "resultBytes"), (\.fileModified, "fileModified"),
+            (\.errorKind, "errorKind"), (\.lastError, "lastError"), (\.errorReason, "errorReason"), (\.createdAt, "createdAt"),
+            (\.updatedAt, "updatedAt"), (\.sources, "sources"),
+        ].map { ($0, $1.lowercased()) }
     }
 
     /// Decodes the rows of one result. With `sameOrder` (rows that all hold their columns in one
