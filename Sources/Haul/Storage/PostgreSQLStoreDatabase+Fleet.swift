@@ -86,8 +86,8 @@ extension PostgreSQLStoreDatabase {
     /// (their rows all go to one member, so a download and the one it depends on stay together),
     /// and up to ``reapBatch`` of the rows of the members it is heir of, and of nobody's when it is
     /// the eldest, become its own; a gone member with no rows left is removed. A lease that ran
-    /// out is never renewed (``renew(_:of:lease:counts:on:logger:)``), so a member found out of its lease
-    /// stays gone while its rows move over several batches.
+    /// out is never renewed (``renew(_:of:lease:counts:on:logger:)``), so a member found out of
+    /// its lease stays gone while its rows move over several batches.
     static func look(
         _ queue: String, for member: FleetMember, publishing status: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> FleetLook {
@@ -112,8 +112,8 @@ extension PostgreSQLStoreDatabase {
         // One reaper at a time; a member that finds another reaping leaves it to it.
         guard try await tryLock("haul.fleet", of: queue, on: connection, logger: logger) else { return look }
         // The members that may be gone, read without a lock: a live member's row is locked by
-        // each of its transactions (``renew(_:of:lease:counts:on:logger:)``), and locking it here would
-        // hold its next one up for the whole look.
+        // each of its transactions (``renew(_:of:lease:counts:on:logger:)``), and locking it
+        // here would hold its next one up for the whole look.
         let candidates = try await connection.query(
             """
             SELECT member, machine, pid, leaseUntil - extract(epoch from clock_timestamp()), coalesce(heir, '')
