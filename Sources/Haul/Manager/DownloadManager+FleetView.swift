@@ -191,9 +191,11 @@ extension DownloadManager {
             """,
             [queue.databaseValue, me.id.databaseValue, queue.databaseValue, queue.databaseValue]
         ) { row in
-            MemberCounts(
-                queued: Int(row["queued"] as Int64), running: Int(row["running"] as Int64), paused: Int(row["paused"] as Int64),
-                completed: Int(row["completed"] as Int64), failed: Int(row["failed"] as Int64), completedBytes: row["bytes"] as Int64)
+            // A published array shorter than this haul's (another version's) reads as zeros.
+            func count(_ column: String) -> Int64 { row[column] as Int64? ?? 0 }
+            return MemberCounts(
+                queued: Int(count("queued")), running: Int(count("running")), paused: Int(count("paused")),
+                completed: Int(count("completed")), failed: Int(count("failed")), completedBytes: count("bytes"))
         }
         // The book as it stands after the read: a claim or an offer meanwhile is counted once.
         var totals = totals()
