@@ -160,8 +160,8 @@ extension DownloadManager {
     }
 
     /// Counts and rates across the whole queue: this manager's as ``totals()`` has them; each
-    /// other live member's counts as it published them with its last transaction
-    /// (``publishCounts()``), the rows of no live member that published (the pool's, a queue of
+    /// other live member's counts as it published them with its last transaction (every
+    /// member's manager publishes its own), the rows of no live member that published (the pool's, a queue of
     /// before the fleet's, a member's before its first transaction) counted in the store as last
     /// committed (a poll does not cut the writer's group commit short); their rates and running
     /// bytes as each published at its last look. Outside a fleet, ``totals()``.
