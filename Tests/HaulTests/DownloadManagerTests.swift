@@ -283,6 +283,35 @@ import Testing
         }
     }
 
+    /// A segmented download that started while its host's slots were taken runs on one
+    /// connection; as the others end, it takes the slots they leave, up to the connections it
+    /// asked for (never more than the host's limit at once).
+    @Test func aSegmentedDownloadTakesTheSlotsOthersLeave() async throws {
+        try await withManager(maxConcurrent: 5, perHost: 4) { server, harness, _, manager in
+            var slow = Route(content: testBytes(256 << 10, seed: 11))
+            slow.bytesPerSecond = 512 << 10
+            server.serve("/slow.bin", slow)
+            var big = Route(content: testBytes(8 << 20, seed: 12))
+            big.bytesPerSecond = 1 << 20
+            server.serve("/big.bin", big)
+            for index in 0..<3 {
+                try await manager.add(harness.request(server.url("/slow.bin"), file: "s\(index).bin") { $0.connections = 1 })
+            }
+            try await manager.add(
+                harness.request(server.url("/big.bin"), file: "big.bin") {
+                    $0.connections = 4
+                    $0.minimumSplitSize = 256 << 10
+                })
+            await manager.waitUntilIdle()
+            #expect(await manager.totals().completed == 4)
+            #expect(digest(harness.directory.contents("big.bin")) == digest(big.content))
+            // It began alone on one plain GET; the connections that joined asked for ranges.
+            let ranged = server.stats("/big.bin").requests.filter { $0.header("Range") != nil }
+            #expect(ranged.count >= 1, "\(server.stats("/big.bin").requests.map(\.headers))")
+            #expect(server.peakConcurrentBodies <= 4, "peak \(server.peakConcurrentBodies) connections")
+        }
+    }
+
     /// A new manager on the same store picks up where the last one stopped, as after a crash:
     /// `shutdown()` leaves the rows exactly as a kill would, with the last bytes flushed.
     @Test func aNewManagerRestoresTheQueue() async throws {

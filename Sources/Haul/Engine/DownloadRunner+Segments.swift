@@ -110,20 +110,40 @@ extension DownloadRunner {
         logger.debug("segmented", metadata: ["connections": "\(dealt)", "holes": "\(missing.count)"])
         // The first answer's body starts at 0: the segment that starts there is its.
         let opening = first.flatMap { answer in context.board.assign().map { (segment: $0, answer: answer) } }
-        let failure: DownloadError? = await withTaskGroup(of: DownloadError?.self) { group in
+        let failure: DownloadError? = await withTaskGroup(of: SegmentTaskEnd.self) { group in
             var index = 0
             for (source, count) in dealt.enumerated() {
                 for _ in 0..<count {
                     let opens = index == 0 ? opening : nil
-                    group.addTask { await self.connection(context, source: source, opening: opens) }
+                    group.addTask { .connection(await self.connection(context, source: source, opening: opens)) }
                     index += 1
                 }
             }
+            // Fewer connections than asked (the host's slots were taken): more join as they free up.
+            var (running, dealtSoFar) = (index, index)
+            if lease != nil, dealtSoFar < request.connections { group.addTask { await self.recruit(context) } }
             var first: DownloadError?
-            for await failure in group {
-                if let failure, first == nil {
-                    first = failure
-                    group.cancelAll()
+            for await end in group {
+                switch end {
+                case .recruited(let source, let segment):
+                    guard running > 0, first == nil else {
+                        // The transfer ended meanwhile: the slot and the segment go back.
+                        context.board.release(segment.id)
+                        if context.board.leave(source) { lease?.release(1, host: context.hosts[source]) }
+                        break
+                    }
+                    (running, dealtSoFar) = (running + 1, dealtSoFar + 1)
+                    group.addTask { .connection(await self.connection(context, source: source, opening: nil, assigned: segment)) }
+                    if first == nil, dealtSoFar < request.connections { group.addTask { await self.recruit(context) } }
+                case .recruiterDone: break
+                case .connection(let failure):
+                    running -= 1
+                    if let failure, first == nil {
+                        first = failure
+                        group.cancelAll()
+                    }
+                    // The last connection ended: a recruiter still waiting stops too.
+                    if running == 0 { group.cancelAll() }
                 }
             }
             return first
@@ -139,13 +159,47 @@ extension DownloadRunner {
         return context.board.isComplete
     }
 
+    /// How a task of a segmented transfer ended: a connection (with its failure), or a recruiter
+    /// that found a free slot and a segment for one more, or gave up.
+    private enum SegmentTaskEnd: Sendable {
+        case connection(DownloadError?)
+        case recruited(source: Int, segment: SegmentPlanner.Segment)
+        case recruiterDone
+    }
+
+    /// How often a transfer with fewer connections than it asked for looks for a free slot.
+    static let recruitInterval: Duration = .milliseconds(100)
+
+    /// Waits for a slot to free up on a live source's host that no queued download waits for,
+    /// while the transfer still has a segment worth splitting off for one more connection: a
+    /// download started while its host was busy (a big file behind a list of small ones) takes
+    /// the connections the others leave, up to what it asked for. Done, without a connection,
+    /// once nothing is worth splitting (or the transfer ended).
+    private func recruit(_ context: SegmentContext) async -> SegmentTaskEnd {
+        while !context.board.isComplete {
+            do { try await clock.sleep(for: Self.recruitInterval) } catch { return .recruiterDone }
+            for source in context.board.liveSourcesByLoad() where lease?.acquireSpare(host: context.hosts[source]) == true {
+                guard let segment = context.board.assign(source: source) else {
+                    lease?.release(1, host: context.hosts[source])
+                    return .recruiterDone
+                }
+                context.board.join(source)
+                return .recruited(source: source, segment: segment)
+            }
+        }
+        return .recruiterDone
+    }
+
     /// One connection to `source`: takes segments until none is left, retrying on its own.
-    /// `opening` is a segment already assigned with the answer that serves it. Ends without an
-    /// error when its source is dropped: the others fetch the rest.
+    /// `opening` is a segment already assigned with the answer that serves it; `assigned`, one
+    /// assigned without an answer yet (a connection that joined a running transfer). Ends
+    /// without an error when its source is dropped: the others fetch the rest.
     private func connection(
-        _ context: SegmentContext, source first: Int, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?
+        _ context: SegmentContext, source first: Int, opening: (segment: SegmentPlanner.Segment, answer: HTTPAnswer)?,
+        assigned: SegmentPlanner.Segment? = nil
     ) async -> DownloadError? {
         var source = first
+        var pending = assigned
         var retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
         if let opening {
             do throws(DownloadError) {
@@ -168,7 +222,9 @@ extension DownloadRunner {
                 retry = RetryPolicy(maxTries: request.maxTries, baseWait: request.retryWait)
                 continue
             }
-            guard let segment = context.board.assign(source: source) else {
+            let next = pending ?? context.board.assign(source: source)
+            pending = nil
+            guard let segment = next else {
                 // Nothing worth splitting now; a failing connection may hand work back.
                 do { try await clock.sleep(for: .milliseconds(50)) } catch { return .cancelled }
                 continue

@@ -227,5 +227,7 @@ struct DownloadRunner: Sendable {
 protocol ConnectionLease: Sendable {
     /// Takes up to `wanted` more slots on `host`; returns how many it got (0 when none is free).
     func acquire(upTo wanted: Int, host: String) -> Int
+    /// Takes one slot on `host` if one is free and no download waits for the host.
+    func acquireSpare(host: String) -> Bool
     func release(_ count: Int, host: String)
 }

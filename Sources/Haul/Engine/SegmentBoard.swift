@@ -154,6 +154,14 @@ final class SegmentBoard: Sendable {
         }
     }
 
+    /// A connection joins `source` while the transfer runs, holding a slot on its host.
+    func join(_ source: Int) {
+        state.withLock { state in
+            state.sources[source].connections += 1
+            state.sources[source].leased += 1
+        }
+    }
+
     /// The slots each source's host lends this transfer now.
     var leasedSlots: [Int] { state.withLock { $0.sources.map(\.leased) } }
 

@@ -53,6 +53,24 @@ final class HostConnections: Sendable {
         }
     }
 
+    /// Takes one slot of `host` if one is free and no download waits for the host (set aside):
+    /// a running transfer's extra connection, taken as the host's free up, never ahead of a
+    /// download in the queue. In a fleet, a refusal for want of a share is counted as a want
+    /// (as ``acquire(upTo:host:settingAside:)``'s): the next look asks for a larger share,
+    /// which the others give as their own wants fall.
+    func acquireSpare(host: String) -> Bool {
+        state.withLock { state in
+            guard !state.setAside.contains(host) else { return false }
+            let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
+            guard state.inUse[host, default: 0] < cap else {
+                if cap < limit, state.shares != nil { state.short[host, default: 0] = max(state.short[host, default: 0], 1) }
+                return false
+            }
+            state.inUse[host, default: 0] += 1
+            return true
+        }
+    }
+
     /// Gives `count` slots of `host` back; returns whether the manager has downloads set aside
     /// for `host`, which a caller outside it tells it (``DownloadManager/hostSlotsFreed()``).
     @discardableResult
@@ -139,5 +157,6 @@ struct HostLease: ConnectionLease {
     let connections: HostConnections
 
     func acquire(upTo wanted: Int, host: String) -> Int { connections.acquire(upTo: wanted, host: host) }
+    func acquireSpare(host: String) -> Bool { connections.acquireSpare(host: host) }
     func release(_ count: Int, host: String) { connections.release(count, host: host) }
 }
