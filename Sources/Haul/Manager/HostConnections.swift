@@ -24,6 +24,9 @@ final class HostConnections: Sendable {
         var asked: Set<String> = []
         /// Hosts the manager has downloads set aside for, for want of a slot.
         var setAside: Set<String> = []
+
+        /// The most connections this process may open to `host`: its share in a fleet, else `limit`.
+        func cap(_ host: String, limit: Int) -> Int { shares.map { min(limit, $0[host, default: 0]) } ?? limit }
     }
 
     /// In a fleet, whether a slot was refused since ``wanted(blocked:everyHost:)`` last asked
@@ -44,7 +47,7 @@ final class HostConnections: Sendable {
     /// in between would otherwise leave the download waiting for nothing to wake the manager).
     func acquire(upTo wanted: Int, host: String, settingAside: Bool = false) -> Int {
         state.withLock { state in
-            let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
+            let cap = state.cap(host, limit: limit)
             let granted = max(0, min(wanted, cap - state.inUse[host, default: 0]))
             if granted > 0 { state.inUse[host, default: 0] += granted }
             if granted < wanted, cap < limit, state.shares != nil { state.short[host, default: 0] += wanted - granted }
@@ -61,7 +64,7 @@ final class HostConnections: Sendable {
     func acquireSpare(host: String) -> Bool {
         state.withLock { state in
             guard !state.setAside.contains(host) else { return false }
-            let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
+            let cap = state.cap(host, limit: limit)
             guard state.inUse[host, default: 0] < cap else {
                 if cap < limit, state.shares != nil { state.short[host, default: 0] = max(state.short[host, default: 0], 1) }
                 return false
@@ -95,7 +98,7 @@ final class HostConnections: Sendable {
     /// Free slots of `host` right now.
     func available(_ host: String) -> Int {
         state.withLock { state in
-            let cap = state.shares.map { min(limit, $0[host, default: 0]) } ?? limit
+            let cap = state.cap(host, limit: limit)
             return max(0, cap - state.inUse[host, default: 0])
         }
     }

@@ -299,8 +299,9 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// Runs `body` on a connection of `slot`, again while the server cannot be reached, for
     /// three times the connect timeout (``window``; a first failure is always tried again).
     /// Each attempt, from when it has the slot, may take the connect timeout plus 10 ms a row
-    /// for a long transaction (the window at most); one that gets no answer at all (a statement sent as the server went down, a server gone silent) then
-    /// ends, its connection closed, and is tried again on a new one while the window lasts.
+    /// for a long transaction (the window at most); one that gets no answer at all (a statement
+    /// sent as the server went down, a server gone silent) then ends, its connection closed, and
+    /// is tried again on a new one while the window lasts.
     func retrying<T: Sendable>(
         on slot: PostgreSQLConnectionSlot, rows: Int, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {

@@ -297,22 +297,23 @@ final class StoreWriter: Sendable {
     /// transaction (a fleet member's counts, ``StoreDatabase/publish(_:of:)``), even if no row
     /// changes: one with the rows pending, or one of its own.
     func touch() {
-        state.withLock { state in
-            state.touched = true
-            guard state.worker == nil else { return }
-            state.worker = Task { await self.drain() }
-        }
+        want { $0.touched = true }
     }
 
     private func submit(_ id: DownloadID, promptly: Bool = false, _ change: (inout Pending) -> Void) {
-        let start: Bool = state.withLock { state in
+        want { state in
             change(&state.pending[id, default: Pending()])
             if promptly { state.prompt = true }
-            guard state.worker == nil else { return false }
-            state.worker = Task { await self.drain() }
-            return true
         }
-        _ = start
+    }
+
+    /// Records what a coming transaction is to write, and starts the worker unless it runs.
+    private func want(_ change: (inout State) -> Void) {
+        state.withLock { state in
+            change(&state)
+            guard state.worker == nil else { return }
+            state.worker = Task { await self.drain() }
+        }
     }
 
     /// Returns once everything submitted before the call is written.
