@@ -84,14 +84,58 @@ public struct ByteRanges: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Parses the form written by ``description``; nil on anything else.
     public init?(parsing text: String) {
         self.init()
-        guard !text.isEmpty else { return }
-        for part in text.split(separator: ",") {
-            let bounds = part.split(separator: "-", omittingEmptySubsequences: false)
-            guard bounds.count == 2, let lower = Int64(bounds[0]), let upper = Int64(bounds[1]),
-                lower >= 0, upper >= lower
-            else { return nil }
-            insert(lower..<upper)
+        // Read byte by byte (a store's every row holds one: split into substrings and parsed
+        // as `Int64`s, 5,000 rows took 2 ms): parts between commas (empty ones skipped), each
+        // two numbers (an optional `+`, digits) around one `-`.
+        var found: [Range<Int64>] = []
+        let parsed = text.utf8.withContiguousStorageIfAvailable { Self.parse($0, into: &found) } ?? Self.parse(Array(text.utf8), into: &found)
+        guard parsed else { return nil }
+        for range in found {
+            // As ``description`` writes them: in order, apart, none empty.
+            if !range.isEmpty, ranges.last.map({ $0.upperBound < range.lowerBound }) ?? true {
+                ranges.append(range)
+            } else {
+                insert(range)
+            }
         }
+    }
+
+    private static func parse(_ bytes: some Collection<UInt8>, into found: inout [Range<Int64>]) -> Bool {
+        var lower: Int64?
+        var number: Int64 = 0
+        var digits = 0
+        var signed = false
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                let (times10, overflow) = number.multipliedReportingOverflow(by: 10)
+                let (sum, overflowAdding) = times10.addingReportingOverflow(Int64(byte - UInt8(ascii: "0")))
+                guard !overflow, !overflowAdding else { return false }
+                number = sum
+                digits += 1
+            case UInt8(ascii: "+"):
+                guard digits == 0, !signed else { return false }
+                signed = true
+            case UInt8(ascii: "-"):
+                guard lower == nil, digits > 0 else { return false }
+                lower = number
+                (number, digits, signed) = (0, 0, false)
+            case UInt8(ascii: ","):
+                guard close(lower, number, digits, signed, into: &found) else { return false }
+                (lower, number, digits, signed) = (nil, 0, 0, false)
+            default:
+                return false
+            }
+        }
+        return close(lower, number, digits, signed, into: &found)
+    }
+
+    /// Ends a part: nothing (an empty part), or `lower-upper` with `upper` the number just read.
+    private static func close(_ lower: Int64?, _ upper: Int64, _ digits: Int, _ signed: Bool, into found: inout [Range<Int64>]) -> Bool {
+        guard let lower else { return digits == 0 && !signed }
+        guard digits > 0, upper >= lower else { return false }
+        found.append(lower..<upper)
+        return true
     }
 
     /// One range as JSON writes it: where it starts and how many bytes it holds, so that

@@ -106,18 +106,32 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         return try remembered(options, in: optionsJSON) { String(decoding: try encoder.encode(options), as: UTF8.self) }
     }
 
-    private static let optionsJSON = Mutex<[DownloadRequest: String]>([:])
-    private static let decodedOptions = Mutex<[String: DownloadRequest]>([:])
+    private static let optionsJSON = Mutex(Remembered<DownloadRequest, String>())
+    private static let decodedOptions = Mutex(Remembered<String, DownloadRequest>())
+
+    /// The last few dozen values made, by key; the last one asked for apart, compared before
+    /// any key is hashed: a queue's rows carry one set of options, 600 bytes of JSON each.
+    private struct Remembered<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+        var last: (key: Key, value: Value)?
+        var values: [Key: Value] = [:]
+    }
 
     /// `make()`'s value for `key`, made once while it is among the last few dozen asked for.
     private static func remembered<Key: Hashable & Sendable, Value: Sendable>(
-        _ key: Key, in cache: borrowing Mutex<[Key: Value]>, make: () throws -> Value
+        _ key: Key, in cache: borrowing Mutex<Remembered<Key, Value>>, make: () throws -> Value
     ) rethrows -> Value {
-        if let known = cache.withLock({ $0[key] }) { return known }
+        let known = cache.withLock { cache -> Value? in
+            if let last = cache.last, last.key == key { return last.value }
+            guard let value = cache.values[key] else { return nil }
+            cache.last = (key, value)
+            return value
+        }
+        if let known { return known }
         let value = try make()
         cache.withLock { cache in
-            if cache.count >= 64 { cache.removeAll() }
-            cache[key] = value
+            if cache.values.count >= 64 { cache.values.removeAll() }
+            cache.values[key] = value
+            cache.last = (key, value)
         }
         return value
     }
@@ -217,7 +231,8 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         totalLength = row[columns.totalLength] as Int64?
         validators = Validators(etag: row[columns.etag] as String?, lastModified: row[columns.lastModified] as String?)
         acceptsRanges = row[columns.acceptsRanges] as Bool? ?? false
-        ranges = row[columns.ranges] as ByteRanges? ?? ByteRanges()
+        // Read as text and parsed here: through GRDB's `DatabaseValue`, a copy more each row.
+        ranges = (row[columns.ranges] as String?).flatMap(ByteRanges.init(parsing:)) ?? ByteRanges()
         unsynced = Self.unsynced(stored: row[columns.unsynced] as String?)
         sourceValidators = Self.sourceValidators(stored: row[columns.sourceValidators] as String?)
         resultBytes = row[columns.resultBytes] as Int64?
