@@ -134,6 +134,38 @@ extension StoreWriterTests {
 
     /// What the writer binds comes back as it went in: text beyond ASCII, whole and fractional
     /// numbers, nothing.
+    /// Closing empties the log of a store this process changed (the old copies of its rows, and
+    /// their credentials, leave with it), and leaves alone the log of one it only read, which
+    /// then holds nothing but GRDB's mark: emptied, the next opening would write it again.
+    @Test func closingEmptiesTheLogOfAChangedStoreAndKeepsTheMarkOfAnUnchangedOne() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let log = dir.file("state/state.sqlite-wal")
+        func logSize() -> Int {
+            var info = stat()
+            return stat(log, &info) == 0 ? Int(info.st_size) : -1
+        }
+        let changed = try Store(directory: dir.file("state"))
+        changed.writer.insert(row(0))
+        try await changed.close()
+        #expect(logSize() == 0)
+        let read = try Store(directory: dir.file("state"))
+        #expect(try await read.row(row(0).id) != nil)
+        let mark = logSize()
+        #expect(mark > 0)
+        try await read.close()
+        #expect(logSize() == mark)
+        // Opened again, the log is not empty: nothing is written, and the mark stays.
+        let again = try Store(directory: dir.file("state"))
+        #expect(try await again.row(row(0).id) != nil)
+        try await again.close()
+        #expect(logSize() == mark)
+        let changedAgain = try Store(directory: dir.file("state"))
+        changedAgain.writer.update(row(0).id, .status(.failed, error: .io("gone"), finishOrder: 1))
+        try await changedAgain.close()
+        #expect(logSize() == 0)
+    }
+
     @Test func valuesComeBackAsWritten() async throws {
         let store = try Store(inMemory: ())
         let writer = store.writer

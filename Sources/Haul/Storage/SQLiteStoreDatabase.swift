@@ -96,9 +96,22 @@ final class SQLiteStoreDatabase: StoreDatabase {
     /// Copies the log into the database and empties it: the log keeps old copies of rows (a
     /// finished download's credentials among them) until then. Another process still reading
     /// keeps its part of the log; that is not a failure.
+    ///
+    /// A process that changed no row (a mirror's resync that found nothing new) leaves a log
+    /// that holds nothing but GRDB's mark: the mark is what GRDB writes into an empty log when
+    /// it opens the database (a table made and dropped, two pages), so emptying it only made
+    /// the next process write it again, each a transaction and four `fsync`s for nothing.
     func close() async throws {
+        let log = location + "-wal"
         do {
-            try await database.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            try await database.writeWithoutTransaction { db in
+                if db.totalChangesCount == 0, let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") {
+                    var info = stat()
+                    // The log's header and at most three pages (each with its own header).
+                    if stat(log, &info) == 0, info.st_size <= 32 + 3 * (24 + pageSize) { return }
+                }
+                _ = try db.checkpoint(.truncate)
+            }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
             return
         }
