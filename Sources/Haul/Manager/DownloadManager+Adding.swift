@@ -296,4 +296,9 @@ extension DownloadManager {
     func storedRows() async throws(DownloadError) -> [DownloadRow] {
         try await store.rows(queue: queue)
     }
+
+    /// The files of the queue's downloads, a few columns of each (``DownloadRow/File``).
+    func storedFiles() async throws(DownloadError) -> [DownloadRow.File] {
+        try await store.files(queue: queue)
+    }
 }

@@ -88,6 +88,14 @@ final class Store: Sendable {
         return rows
     }
 
+    /// The files of `queue`'s downloads to a file (not to a folder), a few columns of each
+    /// (``DownloadRow/File``), in no order.
+    func files(queue: String) async throws(DownloadError) -> [DownloadRow.File] {
+        try await fetch(
+            "SELECT \(DownloadRow.File.columns) FROM download WHERE queue = ? AND destinationKind = 0", [queue.databaseValue],
+            DownloadRow.File.init(row:))
+    }
+
     /// The rows of `queue` for these destinations (the paths asked for), in one query per 500,
     /// after one flush.
     func rows(queue: String, destinations: Set<String>) async throws(DownloadError) -> [DownloadRow] {
