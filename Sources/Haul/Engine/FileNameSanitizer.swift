@@ -22,6 +22,8 @@ enum FileNameSanitizer {
     ///
     ///     FileNameSanitizer.sanitize("../../etc/passwd")  // "passwd"
     static func sanitize(_ name: String) -> String? {
+        // Nothing to drop, trim or cut: most names of a listing or a list.
+        if isPlain(name[...]) { return name }
         let visible = String(String.UnicodeScalarView(name.unicodeScalars.filter { !isInvisible($0) }))
         // Both separators: a `\` name would become a path on Windows shares and in zip tools.
         let lastComponent = visible.split(omittingEmptySubsequences: false) { $0 == "/" || $0 == "\\" }.last ?? ""

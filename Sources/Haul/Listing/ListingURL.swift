@@ -46,8 +46,9 @@ struct ListingURL: Sendable, Hashable {
         while let first = link.first, first.isWhitespace { link.removeFirst() }
         while let last = link.last, last.isWhitespace { link.removeLast() }
         if let hash = link.firstIndex(of: "#") { link = link[..<hash] }
-        // A query is a sort order or a script, never a file of the folder.
-        guard !link.isEmpty, !link.contains("?") else { return nil }
+        // A query is a sort order or a script, never a file of the folder. (Looked for byte
+        // by byte: Foundation's search for a string took a third of a listing's reading.)
+        guard !link.isEmpty, !link.utf8.contains(UInt8(ascii: "?")) else { return nil }
         let rest: [UInt8]
         if link.hasPrefix("/") || Self.hasScheme(link) {
             let absolute =
@@ -71,8 +72,16 @@ struct ListingURL: Sendable, Hashable {
     /// Whether a link starts with `scheme:` (RFC 3986: a letter, then letters, digits, `+-.`).
     static func hasScheme(_ link: Substring) -> Bool {
         if link.hasPrefix("//") { return true }
-        guard let colon = link.firstIndex(of: ":"), let first = link.first, first.isASCII, first.isLetter else { return false }
-        return link[..<colon].allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+        for (offset, byte) in link.utf8.enumerated() {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): continue
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."):
+                if offset == 0 { return false }
+            case UInt8(ascii: ":"): return offset > 0
+            default: return false
+            }
+        }
+        return false
     }
 }
 
