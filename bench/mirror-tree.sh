@@ -6,9 +6,10 @@
 # whose size changed, a new file in a new folder, a removed file), which deletes what is gone
 # where the tool can (`lftp --delete`, `rclone sync`, `haul --delete`; wget cannot). Prints wall
 # and CPU time per run, checks every copy with `diff -r` against the served tree, and counts the
-# requests and body bytes nginx served for each pass.
+# requests and body bytes nginx served for each pass. The unchanged resync is run --rounds times,
+# the tools taking turns (each round in another order), and each tool's median is printed.
 #
-#   bench/mirror-tree.sh [--folders N] [--files N] [--tools wget,lftp,rclone,haul] [--haul PATH] [-j N]
+#   bench/mirror-tree.sh [--folders N] [--files N] [--tools wget,lftp,rclone,haul] [--haul PATH] [-j N] [--rounds N]
 #
 # --folders N  folders of the tree (default 200), each with --files N files (default 25) of
 #              512 B to 8 KiB, plus a folder of names with spaces, accents, `%` and CJK
@@ -16,13 +17,14 @@
 # --haul PATH  run this haul binary (default: build `swift build -c release --static-swift-stdlib
 #              --product haul` and run .build/release/haul)
 # -j N         parallel transfers for lftp, rclone and haul (default 16)
+# --rounds N   unchanged resyncs of each tool (default 1); wall times in milliseconds
 # Loopback only. See bench/README.md for what is measured and the caveats.
 set -euo pipefail
 shopt -s extglob
 
 usage() { sed -n '2,/^# Loopback/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-FOLDERS=200 FILES=25 JOBS=16 HAUL= TOOLS_ARG=
+FOLDERS=200 FILES=25 JOBS=16 HAUL= TOOLS_ARG= ROUNDS=1
 while (( $# )); do
     case "$1" in
         --folders) FOLDERS=${2:-}; shift 2 ;;
@@ -30,11 +32,12 @@ while (( $# )); do
         --tools) TOOLS_ARG=${2:-}; shift 2 ;;
         --haul) HAUL=${2:-}; shift 2 ;;
         -j) JOBS=${2:-}; shift 2 ;;
+        --rounds) ROUNDS=${2:-}; shift 2 ;;
         -h|--help) usage ;;
         *) echo "error: unknown argument '$1'" >&2; usage ;;
     esac
 done
-for n in "$FOLDERS" "$FILES" "$JOBS"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error: '$n' is not a positive number" >&2; exit 2; }; done
+for n in "$FOLDERS" "$FILES" "$JOBS" "$ROUNDS"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error: '$n' is not a positive number" >&2; exit 2; }; done
 if [[ -z "$TOOLS_ARG" ]]; then
     TOOLS=()
     for tool in wget lftp rclone; do command -v "$tool" >/dev/null && TOOLS+=("$tool"); done
@@ -136,23 +139,45 @@ for tool in "${TOOLS[@]}"; do echo "   $tool: $(command_for "$tool")"; done
 echo
 
 FAILED=0
-for tool in "${TOOLS[@]}"; do
-    rm -rf "$RUN/out/$tool" "$RUN/state"; mkdir -p "$RUN/out"; sync
-    for pass in first resync changed; do
-        [[ "$pass" == changed ]] && change_tree
-        status=0
-        logged=$(wc -l < "$RUN/nginx/access.log" 2>/dev/null || echo 0)
-        # shellcheck disable=SC2046  # split on purpose: no spaces in the command's paths
-        /usr/bin/time -f '%e %U %S' -o "$RUN/time.txt" $(command_for "$tool" "${pass/#@(first|resync)/}") > "$RUN/tool.log" 2>&1 || status=$?
-        read -r wall user sys < "$RUN/time.txt"
-        # What nginx served this pass: requests, and file bodies (200s with bytes, listings too).
-        served=$(tail -n +$(( logged + 1 )) "$RUN/nginx/access.log" | awk '{ n++; if ($1 != "HEAD") b += $3 } END { printf "%d requests, %d KiB of bodies", n, b / 1024 }')
-        # The wget copy also holds nothing but the tree once its listings are gone.
-        if diff -r -x .done "$TREE" "$RUN/out/$tool" > "$RUN/diff.txt" 2>&1; then verdict=ok; else verdict="DIFFERS ($(wc -l < "$RUN/diff.txt") lines of diff -r: $(head -c 300 "$RUN/diff.txt" | tr '\n' ' '))"; [[ "$pass" == changed && "$tool" != haul ]] || FAILED=1; fi
-        (( status != 0 )) && { verdict="exit status $status; $verdict"; FAILED=1; }
-        printf '%-7s %-8s wall %7.2f s  cpu %6.2f s  %s; %s\n' "$tool" "$pass" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$served" "$verdict"
-        [[ -s "$RUN/tool.log" ]] && head -n 3 "$RUN/tool.log" | sed 's/^/     /'
-        [[ "$pass" == changed ]] && restore_tree
+# One pass of TOOL: PASS is first, resync or changed (the tree already changed). Prints a line and
+# sets WALL_MS.
+run_pass() {
+    local tool=$1 pass=$2 status=0 logged served verdict start wall user sys
+    logged=$(wc -l < "$RUN/nginx/access.log" 2>/dev/null || echo 0)
+    start=$EPOCHREALTIME
+    # shellcheck disable=SC2046  # split on purpose: no spaces in the command's paths
+    /usr/bin/time -f '%U %S' -o "$RUN/time.txt" $(command_for "$tool" "${pass/#@(first|resync)/}") > "$RUN/tool.log" 2>&1 || status=$?
+    WALL_MS=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", (b - a) * 1000 }')
+    read -r user sys < "$RUN/time.txt"
+    # What nginx served this pass: requests, and file bodies (200s with bytes, listings too).
+    served=$(tail -n +$(( logged + 1 )) "$RUN/nginx/access.log" | awk '{ n++; if ($1 != "HEAD") b += $3 } END { printf "%d requests, %d KiB of bodies", n, b / 1024 }')
+    # The wget copy also holds nothing but the tree once its listings are gone.
+    if diff -r -x .done "$TREE" "$RUN/out/$tool" > "$RUN/diff.txt" 2>&1; then verdict=ok; else verdict="DIFFERS ($(wc -l < "$RUN/diff.txt") lines of diff -r: $(head -c 300 "$RUN/diff.txt" | tr '\n' ' '))"; [[ "$pass" == changed && "$tool" != haul ]] || FAILED=1; fi
+    (( status != 0 )) && { verdict="exit status $status; $verdict"; FAILED=1; }
+    printf '%-7s %-8s wall %7.1f ms  cpu %6.2f s  %s; %s\n' "$tool" "$pass" "$WALL_MS" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$served" "$verdict"
+    [[ -s "$RUN/tool.log" ]] && head -n 3 "$RUN/tool.log" | sed 's/^/     /'
+    return 0
+}
+
+rm -rf "$RUN/out" "$RUN/state"; mkdir -p "$RUN/out"; sync
+for tool in "${TOOLS[@]}"; do run_pass "$tool" first; done
+declare -A RESYNCS=()
+for ((round = 0; round < ROUNDS; round++)); do
+    for ((i = 0; i < ${#TOOLS[@]}; i++)); do
+        tool=${TOOLS[(i + round) % ${#TOOLS[@]}]}
+        run_pass "$tool" resync
+        RESYNCS[$tool]+="$WALL_MS "
     done
+done
+for tool in "${TOOLS[@]}"; do
+    change_tree
+    run_pass "$tool" changed
+    restore_tree
+done
+echo
+for tool in "${TOOLS[@]}"; do
+    # shellcheck disable=SC2086  # the list of times, split on purpose
+    printf '%-7s resync, nothing changed: median %.1f ms of %d (min %.1f, max %.1f)\n' "$tool" \
+        $(printf '%s\n' ${RESYNCS[$tool]} | sort -n | awk '{ t[NR] = $1 } END { m = NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2; print m, NR, t[1], t[NR] }')
 done
 exit $FAILED
