@@ -148,7 +148,8 @@ run_pass() {
     # shellcheck disable=SC2046  # split on purpose: no spaces in the command's paths
     /usr/bin/time -f '%U %S' -o "$RUN/time.txt" $(command_for "$tool" "${pass/#@(first|resync)/}") > "$RUN/tool.log" 2>&1 || status=$?
     WALL_MS=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", (b - a) * 1000 }')
-    read -r user sys < "$RUN/time.txt"
+    # Its last line: a tool killed by a signal has one before it saying so.
+    read -r user sys < <(tail -n 1 "$RUN/time.txt") || true
     # What nginx served this pass: requests, and file bodies (200s with bytes, listings too).
     served=$(tail -n +$(( logged + 1 )) "$RUN/nginx/access.log" | awk '{ n++; if ($1 != "HEAD") b += $3 } END { printf "%d requests, %d KiB of bodies", n, b / 1024 }')
     # The wget copy also holds nothing but the tree once its listings are gone.

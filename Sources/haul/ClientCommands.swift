@@ -150,8 +150,12 @@ enum GID {
 
 /// Writes to stdout: what a script reads (GIDs, tables, JSON), unlike the messages on stderr.
 enum StandardOutput {
+    /// Writes `text`; a standard output that is full or closed is said on stderr, and haul
+    /// stops with status 3: a script reading what it prints would read less than there was.
     static func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        guard let code = FileDescriptor.writeAll(STDOUT_FILENO, text) else { return }
+        Terminal.error("cannot write to standard output: \(String(cString: strerror(code)))")
+        exit(ExitStatus.code(for: DownloadError.io("standard output")))
     }
 
     static func line(_ text: String) {
@@ -162,14 +166,8 @@ enum StandardOutput {
     ///
     /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when standard output is closed or full.
     static func write(_ bytes: UnsafeRawBufferPointer) throws(DownloadError) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = Foundation.write(1, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw .io("cannot write to standard output: \(String(cString: strerror(errno)))")
-            }
-            offset += written
+        if let code = FileDescriptor.writeAll(STDOUT_FILENO, bytes) {
+            throw .io("cannot write to standard output: \(String(cString: strerror(code)))")
         }
     }
 }

@@ -120,7 +120,7 @@ struct MirrorCommand: AsyncParsableCommand {
         do throws(DownloadError) {
             summary = try await mirror.run { event in
                 switch event {
-                case .wouldFetch, .wouldDelete: if !json { print(event) }
+                case .wouldFetch, .wouldDelete: if !json { StandardOutput.line(event.description) }
                 case .deleted: if !quiet { Terminal.write("\(event)\n") }
                 case .skipped: if !quiet { Terminal.error(event.description) }
                 case .problem(let message): Terminal.error(message)
@@ -146,7 +146,7 @@ struct MirrorCommand: AsyncParsableCommand {
             summary.errors.append(saveFailure)
         }
         if json {
-            print(summary.json)
+            StandardOutput.line(summary.json)
         } else if !quiet, summary.listingsRead > 0 {
             Terminal.write(summary.table(dryRun: dryRun, checksFiles: configuration.checksums != nil))
         }

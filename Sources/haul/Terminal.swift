@@ -5,8 +5,11 @@ import Synchronization
 enum Terminal {
     static let isInteractive = isatty(STDERR_FILENO) == 1
 
+    /// Writes `text` to stderr. A stderr that cannot take it (a full disk, a closed pipe) loses
+    /// it: there is nowhere left to say so. (`FileHandle.write` stopped the process instead:
+    /// a mirror's errors written to a file on the disk it filled crashed it.)
     static func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        _ = FileDescriptor.writeAll(STDERR_FILENO, text)
     }
 
     /// One line, prefixed `haul: `.
@@ -69,5 +72,28 @@ enum Format {
         let total = Int(duration.components.seconds)
         let (h, m, s) = (total / 3600, total / 60 % 60, total % 60)
         return h > 0 ? String(format: "%d:%02d:%02d", h, m, s) : String(format: "%d:%02d", m, s)
+    }
+}
+
+/// Writes to a file descriptor with `write(2)`.
+enum FileDescriptor {
+    /// Writes all of `bytes` to `descriptor`, however many calls it takes; the `errno` of the
+    /// call that failed, or nil when all went.
+    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+        var offset = 0
+        while offset < bytes.count {
+            let written = Foundation.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            offset += written
+        }
+        return nil
+    }
+
+    static func writeAll(_ descriptor: Int32, _ text: String) -> Int32? {
+        var text = text
+        return text.withUTF8 { writeAll(descriptor, UnsafeRawBufferPointer($0)) }
     }
 }

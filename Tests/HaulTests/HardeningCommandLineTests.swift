@@ -23,6 +23,44 @@ import Testing
         #expect(dir.contents("f.bin") == route.content)
     }
 
+    /// A stderr or stdout that takes nothing (`/dev/full`, as a file on a disk that filled up
+    /// does) is no crash: what haul says is lost with stderr, and a stdout it cannot write is
+    /// said on stderr, status 3. (`FileHandle.write` stopped the process with SIGILL: a
+    /// mirror's errors written to a log on the disk the mirror had filled.)
+    @Test func aFullStderrOrStdoutEndsHaulWithAStatusNotASignal() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var missing = Route(content: [])
+        missing.status = 404
+        server.serve("/nope.bin", missing)
+        server.serve("/tree/", missing)
+        func run(_ arguments: [String], stdout: FileHandle, stderr: FileHandle) async throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: HaulProcess.executable)
+            process.arguments = arguments + ["--state-dir", dir.file("state")]
+            process.currentDirectoryURL = URL(fileURLWithPath: dir.path)
+            (process.standardInput, process.standardOutput, process.standardError) = (FileHandle.nullDevice, stdout, stderr)
+            try process.run()
+            let deadline = ContinuousClock.now + .seconds(60)
+            while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            return process
+        }
+        let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+        let get = try await run(["get", "--max-tries", "1", "-d", "out", server.url("/nope.bin")], stdout: .nullDevice, stderr: full)
+        #expect(get.terminationReason == .exit)
+        #expect(get.terminationStatus == 8)
+        try dir.write("stderr.txt", [])
+        let stderr = try #require(FileHandle(forWritingAtPath: dir.file("stderr.txt")))
+        let mirror = try await run(["mirror", "--json", server.url("/tree/"), "tree"], stdout: full, stderr: stderr)
+        try await server.shutdown()
+        #expect(mirror.terminationReason == .exit)
+        #expect(mirror.terminationStatus == 3)
+        #expect(String(decoding: dir.contents("stderr.txt") ?? [], as: UTF8.self).contains("cannot write to standard output: No space left on device"))
+    }
+
     @Test func anEarlierRunsFailureInTheSameFolderIsNotPrintedAgain() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()
