@@ -116,6 +116,8 @@ struct MirrorCommand: AsyncParsableCommand {
         let mirror = Mirror(configuration, downloader: downloader)
         let interrupts = InterruptHandler { Task { await mirror.stop() } }
         let (quiet, json) = (quiet, json)
+        // The store's failure, told by the run, is not told again when closing the store fails alike.
+        let problems = Mutex(Set<String>())
         var summary: Mirror.Summary
         do throws(DownloadError) {
             summary = try await mirror.run { event in
@@ -123,7 +125,9 @@ struct MirrorCommand: AsyncParsableCommand {
                 case .wouldFetch, .wouldDelete: if !json { StandardOutput.line(event.description) }
                 case .deleted: if !quiet { Terminal.write("\(event)\n") }
                 case .skipped: if !quiet { Terminal.error(event.description) }
-                case .problem(let message): Terminal.error(message)
+                case .problem(let message):
+                    problems.withLock { _ = $0.insert(message) }
+                    Terminal.error(message)
                 }
             }
         } catch {
@@ -142,7 +146,7 @@ struct MirrorCommand: AsyncParsableCommand {
             throw ExitCode(status)
         }
         if let saveFailure {
-            Terminal.error("\(saveFailure)")
+            if !problems.withLock({ $0.contains(saveFailure.description) }) { Terminal.error("\(saveFailure)") }
             summary.errors.append(saveFailure)
         }
         if json {

@@ -41,6 +41,38 @@ import Testing
         }
     }
 
+    /// `haul mirror` meets a full disk as `haul get` does: the store's failure in one line, not
+    /// one a file; a full disk under the tree in a few lines and a count, not one a file (a
+    /// 50,000-file tree printed 34,000 lines of the one error).
+    @Test(.enabled("needs root and a mountable tmpfs") { TinyDisk.canMount })
+    func aMirrorOnAFullDiskSaysSoInAFewLines() async throws {
+        try await FaultServer.withServer { server in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let files = MirrorTests.serveTree(on: server, count: 600, size: 8000)
+            let state = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
+            let records = try await HaulProcess.capture(
+                ["mirror", "-q", "-j", "8", server.url("/tree/"), "records", "--state-dir", dir.file("state")], in: dir.path)
+            state.unmount()
+            #expect(records.status == 3)
+            #expect(records.stderr.split(separator: "\n").count == 1, "one line, not one a file: \(records.stderr.prefix(500))")
+            #expect(records.stderr.contains("cannot save the download records") && records.stderr.contains("disk is full"))
+
+            let tree = try #require(TinyDisk(at: dir.file("tree"), size: "1m"))
+            defer { tree.unmount() }
+            let full = try await HaulProcess.capture(
+                ["mirror", "-q", "-j", "8", server.url("/tree/"), "tree", "--state-dir", dir.file("state2")], in: dir.path)
+            #expect(full.status == 3)
+            let lines = full.stderr.split(separator: "\n")
+            #expect(lines.count <= MirrorRun.toldAlike + 1, "a few lines and a count: \(full.stderr.prefix(800))")
+            #expect(lines.last?.contains("more files failed the same way: the disk is full") == true, "\(full.stderr.prefix(800))")
+            // What is at a final name is whole.
+            for (path, bytes) in files where FileManager.default.fileExists(atPath: dir.file("tree/" + path)) {
+                #expect(dir.contents("tree/" + path) == bytes, "\(path) is complete")
+            }
+        }
+    }
+
     /// The store fails while downloads wait and none runs, so no attempt ends to notice it:
     /// resuming them fails them with the store's error and leaves the manager idle, instead of
     /// keeping them queued, never to start, and the run waiting forever. (`haul get` hung so

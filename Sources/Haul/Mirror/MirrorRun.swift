@@ -35,6 +35,8 @@ final class MirrorRun: Sendable {
         /// Listed names matched by a file's name alone, and the path that matched each: a
         /// second file of the same name is ambiguous.
         var matchedByName: [String: String] = [:]
+        /// Problems told that are told once: the store's failure, whichever batch meets it.
+        var toldOnce = Set<String>()
     }
     private let state = Mutex(State())
 
@@ -203,7 +205,7 @@ final class MirrorRun: Sendable {
                 }
             }
         } catch {
-            events(.problem(error.description))
+            if state.withLock({ $0.toldOnce.insert(error.description).inserted }) { events(.problem(error.description)) }
             state.withLock { state in
                 state.summary.failed += requests.count
                 state.summary.errors.append(error)
@@ -236,9 +238,16 @@ final class MirrorRun: Sendable {
     /// What became of this run's downloads.
     /// (After a stop, `interrupted`: a file that did not finish is not a failure, and is not
     /// reported; the next run continues it.)
+    ///
+    /// A failure every file meets alike is told a few times, then counted: a full disk or a
+    /// read-only folder fails thousands of files, and the store's failure fails them all; that
+    /// one is told once.
     func summarize(manager: DownloadManager, interrupted: Bool = false) async -> Mirror.Summary {
         let (queued, partial) = state.withLock { ($0.queued, $0.summary) }
         var summary = partial
+        let storeFailure = await manager.failure
+        var told: [DownloadError.Reason: Int] = [:]
+        var untold: [DownloadError.Reason: Int] = [:]
         for (id, copiedBefore, listed) in queued {
             guard let download = await manager.download(id) else { continue }
             if download.status == .completed, let result = download.result {
@@ -253,11 +262,39 @@ final class MirrorRun: Sendable {
             } else if download.status == .failed || !interrupted {
                 summary.failed += 1
                 let error = download.error ?? .io("\(download.url) did not finish")
-                events(.problem("\(URLRedaction.redact(download.url)): \(error.message)"))
                 summary.errors.append(error)
+                guard storeFailure == nil else { continue }
+                if let reason = error.reason, Self.sharedReasons.contains(reason) {
+                    guard told[reason, default: 0] < Self.toldAlike else {
+                        untold[reason, default: 0] += 1
+                        continue
+                    }
+                    told[reason, default: 0] += 1
+                }
+                events(.problem("\(URLRedaction.redact(download.url)): \(error.message)"))
             }
         }
+        for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
+            events(.problem("\(count) more file\(count == 1 ? "" : "s") failed the same way: \(Self.saying(reason))"))
+        }
+        if let storeFailure, state.withLock({ $0.toldOnce.insert(storeFailure.description).inserted }) {
+            events(.problem(storeFailure.description))
+        }
         return summary
+    }
+
+    /// Why a file fails that fails the others alike: the folder's disk or rights, not the file.
+    static let sharedReasons: Set<DownloadError.Reason> = [.diskFull, .readOnly, .permissionDenied]
+    /// Files told one by one for each of those reasons; the rest are counted.
+    static let toldAlike = 3
+
+    /// One of ``sharedReasons`` in words, with what to do.
+    static func saying(_ reason: DownloadError.Reason) -> String {
+        switch reason {
+        case .diskFull: "the disk is full; free some space, then run again"
+        case .readOnly: "the folder is read-only"
+        default: "permission denied"
+        }
     }
 
     /// Removes the files earlier runs wrote that the listings no longer hold, each only while it
