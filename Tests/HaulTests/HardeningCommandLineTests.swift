@@ -36,17 +36,10 @@ import Testing
         server.serve("/nope.bin", missing)
         server.serve("/tree/", missing)
         func run(_ arguments: [String], stdout: FileHandle, stderr: FileHandle) async throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: HaulProcess.executable)
-            process.arguments = arguments + ["--state-dir", dir.file("state")]
-            process.currentDirectoryURL = URL(fileURLWithPath: dir.path)
-            (process.standardInput, process.standardOutput, process.standardError) = (FileHandle.nullDevice, stdout, stderr)
-            try process.run()
-            let deadline = ContinuousClock.now + .seconds(60)
-            while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            return process
+            let haul = try HaulProcess(
+                arguments + ["--state-dir", dir.file("state")], in: dir.path, standardOutput: stdout, standardError: stderr)
+            _ = try await haul.finish()
+            return haul.process
         }
         let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
         let get = try await run(["get", "--max-tries", "1", "-d", "out", server.url("/nope.bin")], stdout: .nullDevice, stderr: full)

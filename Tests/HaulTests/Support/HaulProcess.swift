@@ -8,6 +8,8 @@ struct HaulProcess {
     private let stderrFile: String?
     /// Where stdout goes; nil sends it to /dev/null.
     private let stdoutFile: String?
+    /// stderr goes to a handle given by the test (`/dev/full`), not read back.
+    private let stderrGiven: Bool
 
     /// `.build/<triple>/debug/haul`, next to the test bundle, or `$HAUL_TEST_BINARY` (to check
     /// that a test fails on another build, say the last release).
@@ -24,12 +26,14 @@ struct HaulProcess {
 
     /// - Parameter environment: variables set (or, with nil, unset) on top of the test's own,
     ///   from which the proxy variables are taken out.
+    ///   - standardOutput, standardError: handles the output goes to instead (`/dev/full`).
     init(
         _ arguments: [String], in directory: String, stderrFile: String? = nil, stdoutFile: String? = nil,
-        environment: [String: String?] = [:]
+        environment: [String: String?] = [:], standardOutput: FileHandle? = nil, standardError: FileHandle? = nil
     ) throws {
         self.stderrFile = stderrFile
         self.stdoutFile = stdoutFile
+        stderrGiven = standardError != nil
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = arguments
         // Loopback tests go direct whatever proxy the machine's environment names.
@@ -50,6 +54,8 @@ struct HaulProcess {
         } else {
             process.standardOutput = FileHandle.nullDevice
         }
+        if let standardOutput { process.standardOutput = standardOutput }
+        if let standardError { process.standardError = standardError }
         process.standardInput = FileHandle.nullDevice
         try process.run()
     }
@@ -69,6 +75,7 @@ struct HaulProcess {
 
     /// What went to stderr (so far, when it goes to a file).
     var stderr: String {
+        if stderrGiven { return "" }
         if let stderrFile { return (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "" }
         return String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
