@@ -54,6 +54,35 @@ import Testing
         #expect(String(decoding: dir.contents("stderr.txt") ?? [], as: UTF8.self).contains("cannot write to standard output: No space left on device"))
     }
 
+    /// URLs of one list whose files share a name (an image crawl's `image.jpg`s) all end up kept,
+    /// each under a name of its own, however many run at once: a download does not choose
+    /// `name.N.ext` while another download of the run holds it. (Two chose the same step-around
+    /// name, and the second found the first's file in its way at the end: 60 such URLs at -j 16
+    /// kept 34 to 49 of their files in seven runs of eight.)
+    @Test func aListsFilesThatShareANameAreAllKept() async throws {
+        let server = try await FaultServer.start()
+        var list = ""
+        var contents: [[UInt8]] = []
+        for index in 0..<60 {
+            contents.append(testBytes(600 + index * 37, seed: UInt64(100 + index)))
+            server.serve("/d\(index)/same.bin", Route(content: contents[index]))
+            list += server.url("/d\(index)/same.bin") + "\n"
+        }
+        for round in 0..<3 {
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            try dir.write("list.txt", Array(list.utf8))
+            let (status, _, stderr) = try await HaulProcess.capture(
+                ["get", "-q", "-j", "16", "-i", "list.txt", "-d", "out", "--state-dir", dir.file("state")], in: dir.path)
+            #expect(status == 0, "round \(round): \(stderr.prefix(600))")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) ?? []
+            #expect(names.count == 60, "round \(round): \(names.sorted())")
+            let kept = Set(names.compactMap { dir.contents("out/" + $0) })
+            #expect(kept == Set(contents), "round \(round): each file once")
+        }
+        try await server.shutdown()
+    }
+
     @Test func anEarlierRunsFailureInTheSameFolderIsNotPrintedAgain() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()

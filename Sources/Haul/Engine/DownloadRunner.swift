@@ -89,7 +89,7 @@ struct DownloadRunner: Sendable {
                 }
             }
             if request.followMetalink { follow(first.probe) }
-            let resolver = DestinationResolver(overwrite: request.overwrite)
+            let resolver = DestinationResolver(overwrite: request.overwrite, url: request.url)
             let wanted = try resolver.path(
                 for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
                 urlName: first.probe.url == request.url ? .some(urlName) : nil)
@@ -102,6 +102,8 @@ struct DownloadRunner: Sendable {
                 logger.debug("already complete", metadata: ["path": "\(path)"])
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
+                // Claimed by the resolver until the file is in place (or not).
+                defer { DestinationResolver.release(path) }
                 if let answer = first.answer {
                     // The answer is already streaming: go on only if nothing is in the way.
                     guard lookedAt || !DestinationResolver.exists(path + ".part"),
