@@ -13,7 +13,7 @@ struct DestinationResolver: Sendable {
 
     var overwrite: Bool
     /// The URL of the download the path is for: a path another download of this process chose
-    /// for another URL is taken (``claim(_:for:)``).
+    /// for another URL is taken (``PathClaims``).
     var url = ""
 
     /// The absolute path for `destination`, given what the probe learned.
@@ -61,8 +61,8 @@ struct DestinationResolver: Sendable {
     ///     again (a file that appears from now on is met when the download is put in place).
     ///   - folderReady: the caller made and opened the folder itself (a confined download).
     ///
-    /// A path it answers ``Outcome/download(_:)`` with is claimed for the download until it
-    /// calls ``release(_:)``.
+    /// A path it answers ``Outcome/download(_:)`` with is claimed for the download
+    /// (``PathClaims``) until the download releases it.
     func resolve(_ path: String, remoteLength: Int64?, seenFree: Bool = false, folderReady: Bool = false) throws(DownloadError) -> Outcome {
         if !folderReady { try Self.ensureFolder(of: path) }
         if seenFree { return try chosen(path, remoteLength: remoteLength) }
@@ -76,7 +76,7 @@ struct DestinationResolver: Sendable {
         let size = Int64(info.st_size)
         if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
         if overwrite, !PartFile.isForeign(path + ".part") {
-            Self.claim(path, for: url, shared: true)
+            PathClaims.claim(path, for: url, shared: true)
             return .download(path)
         }
         return try stepAround(path, remoteLength: remoteLength)
@@ -84,49 +84,14 @@ struct DestinationResolver: Sendable {
 
     /// `path`, free on disk, unless another download of this process chose it for another URL.
     private func chosen(_ path: String, remoteLength: Int64?) throws(DownloadError) -> Outcome {
-        Self.claim(path, for: url) ? .download(path) : try stepAround(path, remoteLength: remoteLength)
-    }
-
-    /// The paths downloads of this process chose and have not put their files at yet, each with
-    /// the URL it was chosen for and how many downloads of it hold it. Nothing on disk tells
-    /// them: a small file downloads into a part file without a name, and a named one is renamed
-    /// away the moment its file is in place. Two URLs of a list whose files share a name each
-    /// step around the other's choice instead of both taking `name.1.ext`, the second then
-    /// finding a file in its way at the end (60 such URLs at -j 16 lost a quarter of their
-    /// files). Two downloads of one URL share a path: the part file's lock orders them.
-    private static let claims = Mutex<[String: (url: String, holders: Int)]>([:])
-
-    /// Claims `path` for a download of `url`; false (nothing claimed) when a download of another
-    /// URL holds it, unless `shared` (a download that replaces what is there).
-    @discardableResult
-    static func claim(_ path: String, for url: String, shared: Bool = false) -> Bool {
-        claims.withLock { claims in
-            if let held = claims[path] {
-                guard shared || held.url == url else { return false }
-                claims[path] = (held.url, held.holders + 1)
-            } else {
-                claims[path] = (url, 1)
-            }
-            return true
-        }
-    }
-
-    /// Whether a download of this process holds `path` (``claim(_:for:shared:)``).
-    static func isClaimed(_ path: String) -> Bool { claims.withLock { $0[path] != nil } }
-
-    /// Gives up a claim ``resolve(_:remoteLength:seenFree:folderReady:)`` made.
-    static func release(_ path: String) {
-        claims.withLock { claims in
-            guard let held = claims[path] else { return }
-            claims[path] = held.holders > 1 ? (held.url, held.holders - 1) : nil
-        }
+        PathClaims.claim(path, for: url) ? .download(path) : try stepAround(path, remoteLength: remoteLength)
     }
 
     /// Never modify a file Haul did not write: step aside to name.1.ext, name.2.ext, …
     private func stepAround(_ path: String, remoteLength: Int64?) throws(DownloadError) -> Outcome {
         for candidate in FilePaths.candidates(beside: path) {
             guard let existing = Self.regularFileSize(candidate) else {
-                if PartFile.isForeign(candidate + ".part") || Self.exists(candidate) || !Self.claim(candidate, for: url) { continue }
+                if PartFile.isForeign(candidate + ".part") || Self.exists(candidate) || !PathClaims.claim(candidate, for: url) { continue }
                 return .download(candidate)
             }
             if let remoteLength, existing == remoteLength { return .alreadyComplete(candidate, bytes: existing) }

@@ -103,7 +103,7 @@ struct DownloadRunner: Sendable {
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
             case .download(let path):
                 // Claimed by the resolver until the file is in place (or not).
-                defer { DestinationResolver.release(path) }
+                defer { PathClaims.release(path) }
                 if let answer = first.answer {
                     // The answer is already streaming: go on only if nothing is in the way.
                     guard lookedAt || !DestinationResolver.exists(path + ".part"),

@@ -204,7 +204,7 @@ final class FileCommitter: Sendable {
     private static func linkInPlace(_ entry: Entry) -> Placement {
         if let placement = link(entry, at: entry.destination) { return placement }
         // Not a name another download of this process chose and is still downloading to.
-        for candidate in FilePaths.candidates(beside: entry.destination) where !DestinationResolver.isClaimed(candidate) {
+        for candidate in FilePaths.candidates(beside: entry.destination) where !PathClaims.isClaimed(candidate) {
             if let placement = link(entry, at: candidate) { return placement }
         }
         return .failed(.io("cannot find a free name next to \(entry.destination): \(FilePaths.maxSuffix) copies exist", path: entry.destination))
