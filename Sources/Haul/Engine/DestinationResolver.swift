@@ -14,7 +14,7 @@ struct DestinationResolver: Sendable {
     var overwrite: Bool
     /// The URL of the download the path is for: a path another download of this process chose
     /// for another URL is taken (``PathClaims``).
-    var url = ""
+    var url: String
 
     /// The absolute path for `destination`, given what the probe learned.
     ///

@@ -385,12 +385,14 @@ private final class FolderLookup {
     /// The `lstat` of the file at `path` (absolute), or nil when there is none.
     func info(_ path: String) -> stat? {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return Self.info(path) }
-        let parent = String(path[..<slash])
-        if parent != folder {
+        // A listing's files share their folder: its name is copied once, when it changes.
+        let parent = path[..<slash]
+        if folder.map({ $0 != parent }) ?? true {
             if descriptor >= 0 { close(descriptor) }
-            folder = parent
+            let name = String(parent)
+            folder = name
             // As `lstat` of the whole path would: links on the way followed, the file's own not.
-            descriptor = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            descriptor = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         }
         // No folder there (a first copy), or one that may be searched but not read: the path.
         guard descriptor >= 0 else { return Self.info(path) }
