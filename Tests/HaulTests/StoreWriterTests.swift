@@ -22,6 +22,12 @@ import Testing
         return condition()
     }
 
+    /// The columns' names are written out (reflecting on the enum cost every run's start a few
+    /// conformance scans): they stay the cases' names, which are the `download` table's.
+    @Test func aPatchsColumnNamesAreTheirCasesNames() {
+        #expect(RowPatch.Column.names == RowPatch.Column.allCases.map { "\($0)" })
+    }
+
     @Test func aFlushAskedBetweenTransactionsReturnsWhenAChangeArrivesBehindIt() async throws {
         let store = try Store(inMemory: ())
         let writer = store.writer
