@@ -29,6 +29,10 @@ final class ProgressDisplay: Sendable {
         var unclaimed: [DownloadManager.Download] = []
         /// The sources said to be dropped, as "id uri".
         var droppedSaid = Set<String>()
+        /// Failures told for each reason that fails every file alike (a full disk), and those
+        /// counted instead, said in one line at the end.
+        var toldAlike: [DownloadError.Reason: Int] = [:]
+        var untoldAlike: [DownloadError.Reason: Int] = [:]
     }
     private let state = Mutex(State())
 
@@ -78,6 +82,7 @@ final class ProgressDisplay: Sendable {
     func finish() async -> [DownloadError] {
         Terminal.clearDisplay()
         await reportNewFailures()
+        reportFailedAlike()
         let ids = state.withLock { $0.ids }
         if ids.count <= Self.tableRows {
             var downloads: [DownloadManager.Download] = []
@@ -152,11 +157,32 @@ final class ProgressDisplay: Sendable {
             return failures.filter { state.known.contains($0.id) }
         }
         guard !fresh.isEmpty else { return }
+        // A full disk fails every file alike: a few are told, the rest counted (``finish()``).
+        let told = state.withLock { state in
+            fresh.filter { download in
+                guard let reason = download.error?.reason, reason.failsEveryFileAlike else { return true }
+                guard state.toldAlike[reason, default: 0] < DownloadError.Reason.filesToldAlike else {
+                    state.untoldAlike[reason, default: 0] += 1
+                    return false
+                }
+                state.toldAlike[reason, default: 0] += 1
+                return true
+            }
+        }
+        guard !told.isEmpty else { return }
         Terminal.clearDisplay()
-        for download in fresh.prefix(Self.failuresShown) {
+        for download in told.prefix(Self.failuresShown) {
             Terminal.error("\(download.url): \(download.error?.message ?? "failed")")
         }
-        if fresh.count > Self.failuresShown { Terminal.error("… and \(fresh.count - Self.failuresShown) more failed") }
+        if told.count > Self.failuresShown { Terminal.error("… and \(told.count - Self.failuresShown) more failed") }
+    }
+
+    /// Says how many more files failed for each reason that fails every file alike.
+    private func reportFailedAlike() {
+        let untold = state.withLock { $0.untoldAlike }
+        for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
+            Terminal.error("\(count) more file\(count == 1 ? "" : "s") failed the same way: \(reason.advice ?? reason.description)")
+        }
     }
 
     /// Says once, in a line of its own, each source a running download stopped using and why

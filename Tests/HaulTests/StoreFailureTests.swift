@@ -64,11 +64,35 @@ import Testing
                 ["mirror", "-q", "-j", "8", server.url("/tree/"), "tree", "--state-dir", dir.file("state2")], in: dir.path)
             #expect(full.status == 3)
             let lines = full.stderr.split(separator: "\n")
-            #expect(lines.count <= MirrorRun.toldAlike + 1, "a few lines and a count: \(full.stderr.prefix(800))")
+            #expect(lines.count <= DownloadError.Reason.filesToldAlike + 1, "a few lines and a count: \(full.stderr.prefix(800))")
             #expect(lines.last?.contains("more files failed the same way: the disk is full") == true, "\(full.stderr.prefix(800))")
             // What is at a final name is whole.
             for (path, bytes) in files where FileManager.default.fileExists(atPath: dir.file("tree/" + path)) {
                 #expect(dir.contents("tree/" + path) == bytes, "\(path) is complete")
+            }
+        }
+    }
+
+    /// `haul get` of a list onto a full disk says so as a mirror does: a few files, then a count
+    /// (it printed a line a file, up to 50 each time the display looked).
+    @Test(.enabled("needs root and a mountable tmpfs") { TinyDisk.canMount })
+    func aListOnAFullDiskSaysSoInAFewLines() async throws {
+        try await FaultServer.withServer { server in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let files = MirrorTests.serveTree(on: server, count: 600, size: 8000)
+            let list = files.keys.sorted().map { server.url("/tree/" + $0) }.joined(separator: "\n")
+            try dir.write("list.txt", Array(list.utf8))
+            let out = try #require(TinyDisk(at: dir.file("out"), size: "1m"))
+            defer { out.unmount() }
+            let full = try await HaulProcess.capture(
+                ["get", "-q", "-j", "8", "-i", "list.txt", "-d", "out", "--state-dir", dir.file("state")], in: dir.path)
+            #expect(full.status == 3)
+            let lines = full.stderr.split(separator: "\n")
+            #expect(lines.count <= DownloadError.Reason.filesToldAlike + 1, "a few lines and a count: \(full.stderr.prefix(800))")
+            #expect(lines.last?.contains("more files failed the same way: the disk is full") == true, "\(full.stderr.prefix(800))")
+            for (path, bytes) in files where FileManager.default.fileExists(atPath: dir.file("out/" + URL(fileURLWithPath: path).lastPathComponent)) {
+                #expect(dir.contents("out/" + URL(fileURLWithPath: path).lastPathComponent) == bytes, "\(path) is complete")
             }
         }
     }

@@ -264,8 +264,8 @@ final class MirrorRun: Sendable {
                 let error = download.error ?? .io("\(download.url) did not finish")
                 summary.errors.append(error)
                 guard storeFailure == nil else { continue }
-                if let reason = error.reason, Self.sharedReasons.contains(reason) {
-                    guard told[reason, default: 0] < Self.toldAlike else {
+                if let reason = error.reason, reason.failsEveryFileAlike {
+                    guard told[reason, default: 0] < DownloadError.Reason.filesToldAlike else {
                         untold[reason, default: 0] += 1
                         continue
                     }
@@ -275,26 +275,12 @@ final class MirrorRun: Sendable {
             }
         }
         for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
-            events(.problem("\(count) more file\(count == 1 ? "" : "s") failed the same way: \(Self.saying(reason))"))
+            events(.problem("\(count) more file\(count == 1 ? "" : "s") failed the same way: \(reason.advice ?? reason.description)"))
         }
         if let storeFailure, state.withLock({ $0.toldOnce.insert(storeFailure.description).inserted }) {
             events(.problem(storeFailure.description))
         }
         return summary
-    }
-
-    /// Why a file fails that fails the others alike: the folder's disk or rights, not the file.
-    static let sharedReasons: Set<DownloadError.Reason> = [.diskFull, .readOnly, .permissionDenied]
-    /// Files told one by one for each of those reasons; the rest are counted.
-    static let toldAlike = 3
-
-    /// One of ``sharedReasons`` in words, with what to do.
-    static func saying(_ reason: DownloadError.Reason) -> String {
-        switch reason {
-        case .diskFull: "the disk is full; free some space, then run again"
-        case .readOnly: "the folder is read-only"
-        default: "permission denied"
-        }
     }
 
     /// Removes the files earlier runs wrote that the listings no longer hold, each only while it

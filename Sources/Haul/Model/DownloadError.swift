@@ -86,6 +86,25 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         /// `outside-folder`, `permission-denied` or `not-a-directory`.
         public var description: String { name }
 
+        /// A reason that fails every file of a folder alike (the disk is full, the folder is
+        /// read-only or not the process's to write): a list says it for a few files and counts
+        /// the rest (``advice``), rather than a line per file.
+        public var failsEveryFileAlike: Bool { self == .diskFull || self == .readOnly || self == .permissionDenied }
+
+        /// How many files a list's run tells one by one for a reason that
+        /// ``failsEveryFileAlike``, before it counts the rest.
+        public static let filesToldAlike = 3
+
+        /// For a reason that ``failsEveryFileAlike``, what it means in words and what to do.
+        public var advice: String? {
+            switch self {
+            case .diskFull: "the disk is full; free some space, then run again"
+            case .readOnly: "the folder is read-only"
+            case .permissionDenied: "permission denied"
+            default: nil
+            }
+        }
+
         static let all: [Reason] = [
             .stalled, .connectTimeout, .nameNotResolved, .diskFull, .readOnly, .outsideFolder, .permissionDenied, .notADirectory,
         ]
