@@ -29,6 +29,8 @@ final class FaultConnectionHandler: ChannelInboundHandler {
         }
     }
     private var isActive = true
+    /// An answer is waiting out its route's ``Route/answerDelay``.
+    private var delaying = false
 
     init(routes: SharedRouteTable) {
         self.routes = routes
@@ -60,7 +62,7 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     }
 
     private func startNext(context: ChannelHandlerContext) {
-        guard isActive, inFlight == nil, !pending.isEmpty else { return }
+        guard isActive, inFlight == nil, !delaying, !pending.isEmpty else { return }
         let request = pending.removeFirst()
         let path = String(request.uri.prefix { $0 != "?" })
         let plan = routes.withLock {
@@ -71,6 +73,21 @@ final class FaultConnectionHandler: ChannelInboundHandler {
                 headers: request.headers.map { ($0.name, $0.value) }
             )
         }
+        if let delay = plan.delay {
+            // Busy until then: the next request waits behind this one, as on a real server.
+            delaying = true
+            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+                self.delaying = false
+                self.answer(request, path: path, plan: plan, context: context)
+            }
+            return
+        }
+        answer(request, path: path, plan: plan, context: context)
+    }
+
+    private func answer(_ request: HTTPRequestHead, path: String, plan: ResponsePlan, context: ChannelHandlerContext) {
+        guard isActive else { return }
         var text = "HTTP/1.1 \(plan.status) \(ResponsePlan.reasonPhrase(plan.status))\r\n"
         for (name, value) in plan.headers { text += "\(name): \(value)\r\n" }
         if !request.isKeepAlive { text += "Connection: close\r\n" }

@@ -22,6 +22,8 @@ struct ResponsePlan {
     var stop: BodySender.Stop?
     /// Trickle rate for the body.
     var bytesPerSecond: Int?
+    /// How long the answer waits before its head goes out.
+    var delay: Duration?
     /// A GET answered from the content (200/206): counts as a content GET and towards bytes sent.
     var servesContent = false
 

@@ -31,6 +31,8 @@ public struct Route: Sendable {
     public var stallFirstAfter: Int?
     /// Trickle the body at about this many bytes per second.
     public var bytesPerSecond: Int?
+    /// Every answer's head goes out this long after its request (the server thinks).
+    public var answerDelay: Duration?
     /// The first K requests for this route (any method) answer ``failureStatus``.
     public var failFirst: Int = 0
     /// The status of the ``failFirst`` failures.

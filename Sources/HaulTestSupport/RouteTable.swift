@@ -70,7 +70,7 @@ struct RouteTable {
             contentGetsBefore: entry.contentGets,
             validators: entry.validators
         )
-        let plan = ResponsePlan(
+        var plan = ResponsePlan(
             method: method,
             range: request.header("Range"),
             ifRange: request.header("If-Range"),
@@ -79,6 +79,7 @@ struct RouteTable {
             history: history,
             header: request.header
         )
+        plan.delay = entry.route.answerDelay
         entry.requestsSeen += 1
         if plan.servesContent {
             entry.contentGets += 1

@@ -83,6 +83,76 @@ import Testing
         try await server.shutdown()
     }
 
+    /// A download whose first answer comes late, after another URL's file took the name it
+    /// found free, steps around that file like any other: it is slow enough to have a named part
+    /// file by its end, whose rename would otherwise find the name taken ("appeared while
+    /// downloading", status 3; a load-dependent failure of the test above).
+    @Test func aFileThatTookTheNameWhileTheFirstAnswerWasComingIsSteppedAround() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var slow = Route(content: testBytes(3000, seed: 41))
+        slow.answerDelay = .milliseconds(400)
+        slow.bytesPerSecond = 2000
+        let fast = Route(content: testBytes(900, seed: 42))
+        server.serve("/a/same.bin", slow)
+        server.serve("/b/same.bin", fast)
+        try dir.write("list.txt", Array((server.url("/a/same.bin") + "\n" + server.url("/b/same.bin") + "\n").utf8))
+        let (status, _, stderr) = try await HaulProcess.capture(
+            ["get", "-q", "-j", "2", "-i", "list.txt", "-d", "out", "--state-dir", dir.file("state")], in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) ?? []
+        #expect(Set(names.compactMap { dir.contents("out/" + $0) }) == [slow.content, fast.content], "\(names.sorted())")
+        #expect(names.count == 2)
+    }
+
+    /// URLs whose files share a name and a size (a list of signatures, of checksum files) are
+    /// all kept too: a file of the remote's size at the name is reported as the download's
+    /// own only when the store does not know it as another URL's. (The second of two such
+    /// URLs was reported complete with the first's bytes, one at a time or -j 4, and so was a
+    /// URL added in a later run.) A file Haul did not write is still reported complete.
+    @Test func aListsFilesOfOneNameAndOneSizeAreAllKept() async throws {
+        let server = try await FaultServer.start()
+        var contents: [[UInt8]] = []
+        for index in 0..<13 {
+            contents.append(testBytes(700, seed: UInt64(300 + index)))
+            server.serve("/s\(index)/SUMS.sig", Route(content: contents[index]))
+        }
+        let urls = (0..<13).map { server.url("/s\($0)/SUMS.sig") }
+        for jobs in ["1", "4"] {
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            try dir.write("list.txt", Array(urls[0..<12].joined(separator: "\n").utf8))
+            func get(_ arguments: [String]) async throws {
+                let (status, _, stderr) = try await HaulProcess.capture(
+                    ["get", "-q", "-j", jobs, "-d", "out", "--state-dir", dir.file("state")] + arguments, in: dir.path)
+                #expect(status == 0, "-j \(jobs): \(stderr.prefix(600))")
+            }
+            func kept() -> [[UInt8]] {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) ?? []
+                return names.compactMap { dir.contents("out/" + $0) }
+            }
+            try await get(["-i", "list.txt"])
+            #expect(Set(kept()) == Set(contents[0..<12]), "-j \(jobs): each file once")
+            #expect(kept().count == 12)
+            // A later run with one more such URL keeps its file beside the others.
+            try await get([urls[12]])
+            #expect(Set(kept()) == Set(contents), "-j \(jobs): the later URL's file too")
+            #expect(kept().count == 13)
+        }
+        // A file of the remote's size that no download wrote is reported complete (rule 4).
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try dir.write("out/SUMS.sig", testBytes(700, seed: 1), creatingFolders: true)
+        let (status, _, stderr) = try await HaulProcess.capture(
+            ["get", "-q", "-d", "out", "--state-dir", dir.file("state"), urls[0]], in: dir.path)
+        try await server.shutdown()
+        #expect(status == 0, "\(stderr)")
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: dir.file("out"))) == ["SUMS.sig"])
+        #expect(dir.contents("out/SUMS.sig") == testBytes(700, seed: 1))
+    }
+
     @Test func anEarlierRunsFailureInTheSameFolderIsNotPrintedAgain() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()

@@ -15,6 +15,9 @@ struct DestinationResolver: Sendable {
     /// The URL of the download the path is for: a path another download of this process chose
     /// for another URL is taken (``PathClaims``).
     var url: String
+    /// Files the store knows as other downloads' (another URL's file of the same name and
+    /// size): never reported as this download's, stepped around instead.
+    var othersFiles: Set<String> = []
 
     /// The absolute path for `destination`, given what the probe learned.
     ///
@@ -51,7 +54,10 @@ struct DestinationResolver: Sendable {
         return lstat(path, &info) == 0
     }
 
-    /// Applies rule 4 to `path`: an existing complete file is reported or stepped around.
+    /// Applies rule 4 to `path`: an existing complete file is reported or stepped around. (A
+    /// file of the remote's size is reported as this download's; the caller asks the store
+    /// whether it is another download's, and if so resolves again with it in
+    /// ``othersFiles``.)
     ///
     /// A name whose part file is something Haul must not write through (a symbolic link, a
     /// folder: ``PartFile/isForeign(_:)``) is stepped around like a different file at the name.
@@ -74,7 +80,7 @@ struct DestinationResolver: Sendable {
             throw .io("cannot write to \(path): it exists and is not a regular file", path: path)
         }
         let size = Int64(info.st_size)
-        if let remoteLength, size == remoteLength { return .alreadyComplete(path, bytes: size) }
+        if let remoteLength, size == remoteLength, !othersFiles.contains(path) { return .alreadyComplete(path, bytes: size) }
         if overwrite, !PartFile.isForeign(path + ".part") {
             PathClaims.claim(path, for: url, shared: true)
             return .download(path)
@@ -94,7 +100,9 @@ struct DestinationResolver: Sendable {
                 if PartFile.isForeign(candidate + ".part") || Self.exists(candidate) || !PathClaims.claim(candidate, for: url) { continue }
                 return .download(candidate)
             }
-            if let remoteLength, existing == remoteLength { return .alreadyComplete(candidate, bytes: existing) }
+            if let remoteLength, existing == remoteLength, !othersFiles.contains(candidate) {
+                return .alreadyComplete(candidate, bytes: existing)
+            }
         }
         throw .io("cannot find a free name next to \(path): \(FilePaths.maxSuffix) copies exist", path: path)
     }

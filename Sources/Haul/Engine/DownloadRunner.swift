@@ -89,15 +89,31 @@ struct DownloadRunner: Sendable {
                 }
             }
             if request.followMetalink { follow(first.probe) }
-            let resolver = DestinationResolver(overwrite: request.overwrite, url: request.url)
+            var resolver = DestinationResolver(overwrite: request.overwrite, url: request.url)
             let wanted = try resolver.path(
                 for: request.destination, suggestedName: first.probe.suggestedName, url: first.probe.url,
                 urlName: first.probe.url == request.url ? .some(urlName) : nil)
             // A streaming answer means the first contact found nothing where the URL's name
             // leads (a server-given name may lead elsewhere).
-            let lookedAt = first.answer != nil && wanted == wantedFromURL(urlName)
+            var lookedAt = first.answer != nil && wanted == wantedFromURL(urlName)
             let folder = try openFolder(of: wanted)
-            switch try resolver.resolve(wanted, remoteLength: first.probe.totalLength, seenFree: lookedAt, folderReady: folder != nil) {
+            var outcome = try resolver.resolve(wanted, remoteLength: first.probe.totalLength, seenFree: lookedAt, folderReady: folder != nil)
+            if lookedAt, outcome == .download(wanted), !nothingOnDisk(urlName: urlName) {
+                // Another download of this run put its file there since the first contact
+                // looked (it held the name until then; now this one does, so nothing more can
+                // land there): resolved as any file found at the name.
+                PathClaims.release(wanted)
+                lookedAt = false
+                outcome = try resolver.resolve(wanted, remoteLength: first.probe.totalLength, folderReady: true)
+            }
+            // A file of the remote's size is this download's unless the store knows it as
+            // another's: two URLs of a list whose files share a name and a size (signatures,
+            // checksum files) each keep their own. Bounded: each pass rules out one more path.
+            while case .alreadyComplete(let path, _) = outcome, try await isOthersFile(path) {
+                resolver.othersFiles.insert(path)
+                outcome = try resolver.resolve(wanted, remoteLength: first.probe.totalLength, folderReady: true)
+            }
+            switch outcome {
             case .alreadyComplete(let path, let bytes):
                 logger.debug("already complete", metadata: ["path": "\(path)"])
                 return DownloadResult(path: path, bytes: bytes, bytesFetched: 0, wasAlreadyComplete: true)
@@ -122,6 +138,15 @@ struct DownloadRunner: Sendable {
             }
         }
         throw .io("another process keeps replacing \(request.url)'s destination; try again")
+    }
+
+    /// Whether the store knows the file at `path` as another download's: a row there, none of
+    /// them this download's or of one of its URLs. (A file no row knows is the user's, rule 4.)
+    private func isOthersFile(_ path: String) async throws(DownloadError) -> Bool {
+        let rows = try await store.rows(path: path)
+        if rows.isEmpty { return false }
+        let urls = Set([request.url] + request.sources.map(\.uri))
+        return !rows.contains { $0.id == id || urls.contains($0.url) }
     }
 
     /// Takes the mirrors a first answer names in `Link: <…>; rel=duplicate` headers as more
