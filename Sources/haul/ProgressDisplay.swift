@@ -181,7 +181,7 @@ final class ProgressDisplay: Sendable {
     private func reportFailedAlike() {
         let untold = state.withLock { $0.untoldAlike }
         for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
-            Terminal.error("\(count) more file\(count == 1 ? "" : "s") failed the same way: \(reason.advice ?? reason.description)")
+            Terminal.error(reason.moreFilesFailed(count))
         }
     }
 

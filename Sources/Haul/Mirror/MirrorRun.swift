@@ -275,7 +275,7 @@ final class MirrorRun: Sendable {
             }
         }
         for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
-            events(.problem("\(count) more file\(count == 1 ? "" : "s") failed the same way: \(reason.advice ?? reason.description)"))
+            events(.problem(reason.moreFilesFailed(count)))
         }
         if let storeFailure, state.withLock({ $0.toldOnce.insert(storeFailure.description).inserted }) {
             events(.problem(storeFailure.description))

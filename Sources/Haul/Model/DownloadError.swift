@@ -105,6 +105,12 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
             }
         }
 
+        /// The line that counts the files failed for this reason beyond those told one by one:
+        /// "497 more files failed the same way: the disk is full; free some space, then run again".
+        public func moreFilesFailed(_ count: Int) -> String {
+            "\(count) more file\(count == 1 ? "" : "s") failed the same way: \(advice ?? description)"
+        }
+
         static let all: [Reason] = [
             .stalled, .connectTimeout, .nameNotResolved, .diskFull, .readOnly, .outsideFolder, .permissionDenied, .notADirectory,
         ]
