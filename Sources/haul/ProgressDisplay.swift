@@ -29,10 +29,9 @@ final class ProgressDisplay: Sendable {
         var unclaimed: [DownloadManager.Download] = []
         /// The sources said to be dropped, as "id uri".
         var droppedSaid = Set<String>()
-        /// Failures told for each reason that fails every file alike (a full disk), and those
-        /// counted instead, said in one line at the end.
-        var toldAlike: [DownloadError.Reason: Int] = [:]
-        var untoldAlike: [DownloadError.Reason: Int] = [:]
+        /// Failures that fail every file alike (a full disk): a few told, the rest counted and
+        /// said in one line at the end.
+        var tally = DownloadError.Reason.Tally()
     }
     private let state = Mutex(State())
 
@@ -158,17 +157,7 @@ final class ProgressDisplay: Sendable {
         }
         guard !fresh.isEmpty else { return }
         // A full disk fails every file alike: a few are told, the rest counted (``finish()``).
-        let told = state.withLock { state in
-            fresh.filter { download in
-                guard let reason = download.error?.reason, reason.failsEveryFileAlike else { return true }
-                guard state.toldAlike[reason, default: 0] < DownloadError.Reason.filesToldAlike else {
-                    state.untoldAlike[reason, default: 0] += 1
-                    return false
-                }
-                state.toldAlike[reason, default: 0] += 1
-                return true
-            }
-        }
+        let told = state.withLock { state in fresh.filter { download in download.error.map { state.tally.tells($0) } ?? true } }
         guard !told.isEmpty else { return }
         Terminal.clearDisplay()
         for download in told.prefix(Self.failuresShown) {
@@ -179,10 +168,7 @@ final class ProgressDisplay: Sendable {
 
     /// Says how many more files failed for each reason that fails every file alike.
     private func reportFailedAlike() {
-        let untold = state.withLock { $0.untoldAlike }
-        for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
-            Terminal.error(reason.moreFilesFailed(count))
-        }
+        for line in state.withLock({ $0.tally.countedLines }) { Terminal.error(line) }
     }
 
     /// Says once, in a line of its own, each source a running download stopped using and why

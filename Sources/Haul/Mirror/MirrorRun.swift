@@ -246,8 +246,7 @@ final class MirrorRun: Sendable {
         let (queued, partial) = state.withLock { ($0.queued, $0.summary) }
         var summary = partial
         let storeFailure = await manager.failure
-        var told: [DownloadError.Reason: Int] = [:]
-        var untold: [DownloadError.Reason: Int] = [:]
+        var tally = DownloadError.Reason.Tally()
         for (id, copiedBefore, listed) in queued {
             guard let download = await manager.download(id) else { continue }
             if download.status == .completed, let result = download.result {
@@ -263,20 +262,11 @@ final class MirrorRun: Sendable {
                 summary.failed += 1
                 let error = download.error ?? .io("\(download.url) did not finish")
                 summary.errors.append(error)
-                guard storeFailure == nil else { continue }
-                if let reason = error.reason, reason.failsEveryFileAlike {
-                    guard told[reason, default: 0] < DownloadError.Reason.filesToldAlike else {
-                        untold[reason, default: 0] += 1
-                        continue
-                    }
-                    told[reason, default: 0] += 1
-                }
+                guard storeFailure == nil, tally.tells(error) else { continue }
                 events(.problem("\(URLRedaction.redact(download.url)): \(error.message)"))
             }
         }
-        for (reason, count) in untold.sorted(by: { $0.key.description < $1.key.description }) {
-            events(.problem(reason.moreFilesFailed(count)))
-        }
+        for line in tally.countedLines { events(.problem(line)) }
         if let storeFailure, state.withLock({ $0.toldOnce.insert(storeFailure.description).inserted }) {
             events(.problem(storeFailure.description))
         }

@@ -111,6 +111,32 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
             "\(count) more file\(count == 1 ? "" : "s") failed the same way: \(advice ?? description)"
         }
 
+        /// The failures of a list's run, sorted into those to tell and those to count: of each
+        /// reason that ``failsEveryFileAlike``, the first ``filesToldAlike`` are told; every
+        /// other failure is told.
+        public struct Tally: Sendable {
+            private var told: [Reason: Int] = [:]
+            private var untold: [Reason: Int] = [:]
+
+            public init() {}
+
+            /// Whether `error` is to be told one by one; false when it is counted instead.
+            public mutating func tells(_ error: DownloadError) -> Bool {
+                guard let reason = error.reason, reason.failsEveryFileAlike else { return true }
+                guard told[reason, default: 0] < filesToldAlike else {
+                    untold[reason, default: 0] += 1
+                    return false
+                }
+                told[reason, default: 0] += 1
+                return true
+            }
+
+            /// A line for each reason with failures counted (``moreFilesFailed(_:)``).
+            public var countedLines: [String] {
+                untold.sorted { $0.key.description < $1.key.description }.map { $0.key.moreFilesFailed($0.value) }
+            }
+        }
+
         static let all: [Reason] = [
             .stalled, .connectTimeout, .nameNotResolved, .diskFull, .readOnly, .outsideFolder, .permissionDenied, .notADirectory,
         ]
