@@ -109,7 +109,7 @@ def main():
     haul = os.path.abspath(args.haul)
     aria2c = shutil.which("aria2c")
     if not os.access(haul, os.X_OK) or not aria2c:
-        sys.exit("needs %s (swift build -c release) and aria2c (apt-get install aria2)" % haul)
+        sys.exit("needs %s (scripts/build-release.sh) and aria2c (apt-get install aria2)" % haul)
 
     best = {}
     for round_number in range(args.rounds):

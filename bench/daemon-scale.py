@@ -255,7 +255,7 @@ def main():
     haul = os.path.abspath(args.haul)
     aria2c = shutil.which("aria2c")
     if "haul" in daemons and not os.access(haul, os.X_OK):
-        sys.exit("needs %s: swift build -c release --static-swift-stdlib --product haul (or pass --haul PATH)" % haul)
+        sys.exit("needs %s: scripts/build-release.sh (or pass --haul PATH)" % haul)
     if "aria2c" in daemons and not aria2c:
         sys.exit("needs aria2c: apt-get install -y aria2")
 

@@ -40,7 +40,7 @@ TOOLS=(curl wget aria2c)
 if (( WITH_HAUL )); then
     if [[ -z "${HAUL:-}" ]]; then
         # Build first: a failed build should stop us before minutes of downloading.
-        (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || {
+        "$REPO/scripts/build-release.sh" || {
             echo "error: haul did not build; run with --no-haul to benchmark the other tools" >&2; exit 2; }
         HAUL=$REPO/.build/release/haul
     fi

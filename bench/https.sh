@@ -53,7 +53,7 @@ done
 
 HAUL=${HAUL:-}
 if [[ -z "$HAUL" ]]; then
-    (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+    "$REPO/scripts/build-release.sh" || { echo "error: haul did not build" >&2; exit 2; }
     HAUL=$REPO/.build/release/haul
 fi
 HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")

@@ -17,7 +17,7 @@ WORK=${TMPDIR:-/tmp}/haul-bench-long
 source "$REPO/bench/nginx.sh"
 [[ -n "$NGINX" ]] || { echo "error: nginx not found; apt-get install -y nginx" >&2; exit 2; }
 HAUL=${HAUL:-}
-if [[ -z "$HAUL" ]]; then (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul); HAUL=$REPO/.build/release/haul; fi
+if [[ -z "$HAUL" ]]; then "$REPO/scripts/build-release.sh"; HAUL=$REPO/.build/release/haul; fi
 
 rm -rf "$WORK"; mkdir -p "$WORK/www"
 head -c 1024 /dev/urandom > "$WORK/www/one.bin"

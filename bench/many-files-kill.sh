@@ -6,7 +6,7 @@
 #
 # JOB          COUNTxSIZE as in bench/many-files.sh (default 10000x1K); the files are shared with
 #              it under ${TMPDIR:-/tmp}/haul-bench-many/
-# --haul PATH  run this haul binary (default: build `swift build -c release --static-swift-stdlib --product haul` and run
+# --haul PATH  run this haul binary (default: build it with scripts/build-release.sh and run
 #              .build/release/haul)
 # -j N         parallel downloads (default 16)
 # --kill-at N  kill -9 once N files are at their final names (default: half of COUNT)
@@ -53,7 +53,7 @@ command -v timeout >/dev/null && command -v sha256sum >/dev/null && command -v s
 (( ${#missing[@]} )) && { echo "error: missing tools; install them: apt-get install -y ${missing[*]}" >&2; exit 2; }
 
 if [[ -z "$HAUL" ]]; then
-    (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+    "$REPO/scripts/build-release.sh" || { echo "error: haul did not build" >&2; exit 2; }
     HAUL=$REPO/.build/release/haul
 fi
 HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")

@@ -12,7 +12,7 @@
 # --rounds N  rounds per job (default 3); the tool order rotates by one every round
 # --tools     comma-separated subset of curl,aria2c,haul,haul-h2 (default: curl,aria2c,haul);
 #             haul-h2 is `haul get --http2` (HTTP/2 offered; only differs from haul over HTTPS)
-# --haul PATH run this haul binary (default: build `swift build -c release --static-swift-stdlib --product haul` and run
+# --haul PATH run this haul binary (default: build it with scripts/build-release.sh and run
 #             .build/release/haul)
 # -j N        parallel downloads for every tool (default 16)
 # --cap S     a run still going after S seconds is stopped (`timeout S`) and reported as
@@ -68,7 +68,7 @@ command -v timeout >/dev/null && command -v sha256sum >/dev/null && command -v s
 if [[ -n "$HAUL_WANTED" ]]; then
     if [[ -z "$HAUL" ]]; then
         # Build first: a failed build should stop us before minutes of downloading.
-        (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+        "$REPO/scripts/build-release.sh" || { echo "error: haul did not build" >&2; exit 2; }
         HAUL=$REPO/.build/release/haul
     fi
     HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")

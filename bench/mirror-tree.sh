@@ -14,8 +14,8 @@
 # --folders N  folders of the tree (default 200), each with --files N files (default 25) of
 #              512 B to 8 KiB, plus a folder of names with spaces, accents, `%` and CJK
 # --tools      comma-separated subset of wget,lftp,rclone,haul (default: those installed)
-# --haul PATH  run this haul binary (default: build `swift build -c release --static-swift-stdlib
-#              --product haul` and run .build/release/haul)
+# --haul PATH  run this haul binary (default: build it with scripts/build-release.sh and run
+#              .build/release/haul)
 # -j N         parallel transfers for lftp, rclone and haul (default 16)
 # --rounds N   unchanged resyncs of each tool (default 1); wall times in milliseconds
 # Loopback only. See bench/README.md for what is measured and the caveats.
@@ -59,7 +59,7 @@ source "$REPO/bench/nginx.sh"
 
 if [[ " ${TOOLS[*]} " == *" haul "* ]]; then
     if [[ -z "$HAUL" ]]; then
-        (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul) || { echo "error: haul did not build" >&2; exit 2; }
+        "$REPO/scripts/build-release.sh" || { echo "error: haul did not build" >&2; exit 2; }
         HAUL=$REPO/.build/release/haul
     fi
     HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")

@@ -20,7 +20,7 @@ command -v aria2c >/dev/null || { echo "error: aria2c not found; apt-get install
 [[ -x /usr/bin/time ]] || { echo "error: /usr/bin/time not found; apt-get install -y time" >&2; exit 2; }
 
 if [[ -z "${HAUL:-}" ]]; then
-    (cd "$REPO" && swift build -c release --static-swift-stdlib --product haul)
+    "$REPO/scripts/build-release.sh"
     HAUL=$REPO/.build/release/haul
 fi
 mkdir -p "$WORK/www"

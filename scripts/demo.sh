@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-swift build -c release --static-swift-stdlib --product haul
+scripts/build-release.sh
 haul=.build/release/haul
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/haul-demo.XXXXXX")
