@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOPosix
 import Synchronization
 
 /// The engine's entry point: the HTTP clients, the cookies and the store, shared by the downloads it starts.
@@ -86,6 +87,7 @@ public final class Downloader: Sendable {
     /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened. A
     ///   PostgreSQL store is connected to on first use: its failure comes from that.
     public convenience init(_ configuration: Configuration) throws(DownloadError) {
+        Self.startThreadsAhead()
         let store: Store
         switch configuration.store.kind {
         case .stateDirectory: store = try Store(directory: configuration.stateDirectory, observer: configuration.observer)
@@ -93,6 +95,17 @@ public final class Downloader: Sendable {
             store = Store(database: PostgreSQLStoreDatabase(server, logger: configuration.logger), observer: configuration.observer)
         }
         self.init(configuration, store: store)
+    }
+
+    /// Starts NIO's event loops and its pool for blocking file work, once a process, on a
+    /// thread of their own. Each waits for its threads to be up before it returns: made on
+    /// first use, they cost a short run milliseconds before its first connection and its first
+    /// file read; made here, they start while the store opens.
+    static func startThreadsAhead() { threadsStarted }
+
+    private static let threadsStarted: Void = Thread.detachNewThread {
+        _ = MultiThreadedEventLoopGroup.singleton
+        _ = NIOThreadPool.singleton
     }
 
     /// A downloader on a given store (tests use one in memory).
