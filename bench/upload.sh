@@ -9,7 +9,8 @@
 #      the order switched every round, each with nginx's own time for it (the transfer alone),
 #      then a 1-byte PUT of each (what a run costs besides the transfer: start, connection,
 #      exit); the medians and their ratio at the end.
-# Wall time and peak RSS (/usr/bin/time) of each; every upload is compared with its source.
+# Wall time (to the millisecond) and peak RSS (/usr/bin/time) of each; every upload is compared
+# with its source.
 #
 #   bench/upload.sh [ROUNDS] [--put-only]     (ROUNDS defaults to 3; --put-only: part 3 alone)
 #
