@@ -70,6 +70,24 @@ public struct TestCertificates: Sendable {
 
     private static let madeDirectory = Mutex<String?>(nil)
 
+    /// A folder holding the test CA under its subject's hash (`5ad8a5d6.0`), as
+    /// `update-ca-certificates` lays out `/etc/ssl/certs`: a trust store read one certificate
+    /// at a time.
+    ///
+    /// - Throws: ``TestServerError/notInstalled`` without openssl, ``TestServerError/toolFailed``
+    ///   when it cannot tell the hash.
+    public func hashedCAFolder() throws -> String {
+        guard let openssl = Self.opensslPath else { throw TestServerError.notInstalled("openssl", package: "openssl") }
+        let result = try ServerSupport.run(openssl, ["x509", "-hash", "-noout", "-in", ca.certificate], in: URL(fileURLWithPath: directory))
+        let hash = String(decoding: result.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard result.status == 0, !hash.isEmpty else { throw TestServerError.toolFailed("openssl x509 -hash failed (exit \(result.status))") }
+        let hashed = (directory as NSString).appendingPathComponent("hashed")
+        try FileManager.default.createDirectory(atPath: hashed, withIntermediateDirectories: true)
+        let named = (hashed as NSString).appendingPathComponent("\(hash).0")
+        if !FileManager.default.fileExists(atPath: named) { try FileManager.default.copyItem(atPath: ca.certificate, toPath: named) }
+        return hashed
+    }
+
     /// Makes a new set in a new temp folder (``shared()`` makes one per process; call this only
     /// to test the making). The caller removes ``directory``.
     public static func make() throws -> TestCertificates {

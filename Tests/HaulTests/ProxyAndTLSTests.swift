@@ -342,6 +342,62 @@ struct ProxyAndTLSTests {
     }
 }
 
+/// The trust store when neither `SSL_CERT_FILE` nor `SSL_CERT_DIR` is set: the system's folder of
+/// certificates under their subjects' hashes, read a certificate as a check needs it, where the
+/// system has one; else NIO's default (the file of every certificate, read whole).
+@Suite(.enabled(if: proxyAndTLSServersInstalled || ProcessInfo.processInfo.environment["CI"] != nil))
+struct SystemTrustTests {
+    @Test func aFolderOfHashedNamesIsTheTrustStoreAndAnyOtherFolderIsNot() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try dir.write("hashed/5ad8a5d6.0", Array("a certificate".utf8), creatingFolders: true)
+        try dir.write("hashed/ca-certificates.crt", [], creatingFolders: true)
+        try dir.write("bundle/ca-bundle.crt", [], creatingFolders: true)
+        try dir.write("bundle/5ad8a5d6.pem", [], creatingFolders: true)
+        try dir.write("bundle/5ad8a5dg.0", [], creatingFolders: true)
+        try dir.write("bundle/5ad8a5d6.x", [], creatingFolders: true)
+        #expect(HTTPClients.trust(inFolder: dir.file("hashed")) == .file(dir.file("hashed")))
+        #expect(HTTPClients.trust(inFolder: dir.file("bundle")) == .default)
+        #expect(HTTPClients.trust(inFolder: dir.file("nowhere")) == .default)
+
+        #expect(HTTPClients.trust(from: [:]) == nil)
+        #expect(HTTPClients.trust(from: ["SSL_CERT_FILE": "/a.pem", "SSL_CERT_DIR": "/b"]) == .file("/a.pem"))
+        #expect(HTTPClients.trust(from: ["SSL_CERT_FILE": "", "SSL_CERT_DIR": "/b:/c"]) == .file("/b"))
+    }
+
+    @Test func aServerIsCheckedAgainstAHashedFolderAndTheSystemsOwnWithoutTheEnvironment() async throws {
+        let certs = try TestCertificates.shared()
+        let hashed = try certs.hashedCAFolder()
+        let harness = try Harness()
+        defer { harness.remove() }
+        let content = testBytes(4096, seed: 5)
+        try harness.directory.write("www/f.bin", content, creatingFolders: true)
+        try await NginxServer.withServer(root: harness.directory.file("www"), options: .init(tls: .testServer(certs))) { nginx in
+            let dir = harness.directory
+            let state = dir.file("state")
+            // The test CA in a folder of hashed names: found there, one certificate read.
+            let found = try await HaulProcess.capture(
+                ["get", "-q", "-o", "a.bin", "--state-dir", state, nginx.url("/f.bin")], in: dir.path,
+                environment: ["SSL_CERT_FILE": nil, "SSL_CERT_DIR": hashed])
+            #expect(found.status == 0, "\(found.stderr)")
+            #expect(digest(dir.contents("a.bin")) == digest(content))
+            // The system's store (its hashed folder where it has one) does not know the test CA...
+            let unknown = try await HaulProcess.capture(
+                ["get", "-q", "-o", "b.bin", "--max-tries", "1", "--state-dir", state, nginx.url("/f.bin")], in: dir.path,
+                environment: ["SSL_CERT_FILE": nil, "SSL_CERT_DIR": nil])
+            #expect(unknown.status != 0)
+            #expect(unknown.stderr.contains("is not trusted: it is self-signed or its issuer is unknown"), "\(unknown.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: dir.file("b.bin")))
+            // ...and trusts it given as one more CA.
+            let added = try await HaulProcess.capture(
+                ["get", "-q", "-o", "c.bin", "--ca-certificate", certs.ca.certificate, "--state-dir", state, nginx.url("/f.bin")],
+                in: dir.path, environment: ["SSL_CERT_FILE": nil, "SSL_CERT_DIR": nil])
+            #expect(added.status == 0, "\(added.stderr)")
+            #expect(digest(dir.contents("c.bin")) == digest(content))
+        }
+    }
+}
+
 /// nginx, tinyproxy, squid, microsocks and openssl (`scripts/install-deps.sh --with-test-servers`).
 let proxyAndTLSServersInstalled =
     NginxServer.executablePath != nil && ForwardProxy.executablePath != nil

@@ -22,9 +22,9 @@ final class HTTPClients: Sendable {
 
     private let stallTimeout: Duration
     private let rateLimit: Int64?
-    /// `SSL_CERT_FILE` / `SSL_CERT_DIR`: the trust store instead of the system's, as
-    /// OpenSSL-based tools read it.
-    private let systemTrust: NIOSSLTrustRoots
+    /// `SSL_CERT_FILE` / `SSL_CERT_DIR`: the trust store instead of the system's
+    /// (``systemTrust``), as OpenSSL-based tools read it.
+    private let environmentTrust: NIOSSLTrustRoots?
     private let clients = Mutex<[Route: HTTPClient]>([:])
     /// HTTP/1.1 on NIO channels: every request but HTTP/2's and those through SOCKS proxies.
     let plain: PlainHTTPClient
@@ -45,13 +45,52 @@ final class HTTPClients: Sendable {
         plain = PlainHTTPClient(
             group: MultiThreadedEventLoopGroup.singleton, stallTimeout: stallTimeout,
             allocator: HTTPTransport.receiveAllocator(rateLimit: rateLimit))
-        if let file = environment["SSL_CERT_FILE"], !file.isEmpty {
-            systemTrust = .file(file)
-        } else if let folder = environment["SSL_CERT_DIR"], !folder.isEmpty {
-            systemTrust = .file(folder.split(separator: ":").first.map(String.init) ?? folder)
-        } else {
-            systemTrust = .default
+        environmentTrust = Self.trust(from: environment)
+    }
+
+    /// `SSL_CERT_FILE`, else `SSL_CERT_DIR`'s first folder; nil when neither is set.
+    static func trust(from environment: [String: String]) -> NIOSSLTrustRoots? {
+        if let file = environment["SSL_CERT_FILE"], !file.isEmpty { return .file(file) }
+        if let folders = environment["SSL_CERT_DIR"], !folders.isEmpty {
+            return .file(folders.split(separator: ":").first.map(String.init) ?? folders)
         }
+        return nil
+    }
+
+    /// The system's trust store, looked for once a process, when the first TLS set-up needs it.
+    static let systemTrust = trust(inFolder: systemFolder)
+
+    /// The system's trust store: its folder of certificates named by the hash of their subject, as
+    /// `update-ca-certificates` and `openssl rehash` make it (Debian, Ubuntu, Alpine, Arch), when
+    /// `folder` is one: a connection's check then reads only the certificates of the issuers it
+    /// meets. The system's file of every certificate, which NIO's default reads as well, takes
+    /// longer to read and parse than the rest of a one-file HTTPS run's TLS (about 140
+    /// certificates, a fifth of its CPU; BENCHMARKS.md). Where the folder has no such names
+    /// (Fedora keeps only the file) NIO's default reads the file.
+    static func trust(inFolder folder: String) -> NIOSSLTrustRoots {
+        isHashedCertificateFolder(folder) ? .file(folder) : .default
+    }
+
+    /// Where the system keeps its certificates, one a file, on the distributions that do.
+    static let systemFolder = "/etc/ssl/certs"
+
+    /// Whether `path` is a folder holding a certificate under its subject's hash: a name of 8
+    /// hexadecimal digits, a dot and a number (`5ad8a5d6.0`).
+    static func isHashedCertificateFolder(_ path: String) -> Bool {
+        guard let folder = opendir(path) else { return false }
+        defer { closedir(folder) }
+        while let entry = readdir(folder) {
+            let isHashName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let name = raw.prefix { $0 != 0 }
+                guard name.count >= 10, name[name.startIndex + 8] == UInt8(ascii: ".") else { return false }
+                let hash = name.prefix(8)
+                let number = name.dropFirst(9)
+                return hash.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+                    && number.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            }
+            if isHashName { return true }
+        }
+        return false
     }
 
     /// The routes AsyncHTTPClient serves so far: a test's proof of the path a request took.
@@ -74,7 +113,7 @@ final class HTTPClients: Sendable {
     func tls(for options: TLSOptions) throws(DownloadError) -> TLSSetup {
         if let known = tls.withLock({ $0[options] }) { return known }
         var configuration = TLSConfiguration.makeClientConfiguration()
-        configuration.trustRoots = systemTrust
+        configuration.trustRoots = environmentTrust ?? Self.systemTrust
         if let ca = options.caCertificate {
             do {
                 configuration.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(ca))]
@@ -108,7 +147,7 @@ final class HTTPClients: Sendable {
                 throw .invalidRequest(
                     "the client certificate \(certificate) and the private key \(key) do not belong together; give the key of that certificate")
             }
-            if case .file(let path) = systemTrust {
+            if case .file(let path) = environmentTrust {
                 throw .invalidRequest("cannot read the trust store \(path) (SSL_CERT_FILE or SSL_CERT_DIR): \(Self.reason(error))")
             }
             throw .invalidRequest("cannot set up TLS: \(Self.reason(error))")
