@@ -76,8 +76,7 @@ final class FaultConnectionHandler: ChannelInboundHandler {
         if let delay = plan.delay {
             // Busy until then: the next request waits behind this one, as on a real server.
             delaying = true
-            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+            context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(delay)) {
                 self.delaying = false
                 self.answer(request, path: path, plan: plan, context: context)
             }

@@ -89,7 +89,7 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         /// A reason that fails every file of a folder alike (the disk is full, the folder is
         /// read-only or not the process's to write): a list says it for a few files and counts
         /// the rest (``advice``), rather than a line per file.
-        public var failsEveryFileAlike: Bool { self == .diskFull || self == .readOnly || self == .permissionDenied }
+        public var failsEveryFileAlike: Bool { advice != nil }
 
         /// How many files a list's run tells one by one for a reason that
         /// ``failsEveryFileAlike``, before it counts the rest.
