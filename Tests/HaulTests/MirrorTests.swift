@@ -179,9 +179,11 @@ extension MirrorTests {
         _ = Self.serveTree(on: server, count: 5, size: 1000)
         let configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
         try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
-            // The table goes away behind the store's back: every read of it fails.
+            // The table goes away behind the store's back (made, then dropped, before the store
+            // opens the database at its first read): every read of it fails.
             do {
                 let other = try DatabaseQueue(path: dir.file("state/state.sqlite"))
+                try Store.migrator.migrate(other)
                 try other.write { try $0.execute(sql: "DROP TABLE download") }
             } catch {
                 Issue.record("cannot drop the table: \(error)")

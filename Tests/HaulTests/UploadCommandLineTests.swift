@@ -66,6 +66,40 @@ struct UploadCommandLineTests {
         #expect(digest(stored) == digest(changed))
     }
 
+    /// A plain `PUT` keeps no record, so it does not open the store: none is made, and one that
+    /// is not a database stops only the commands that need it, each with the one line it said
+    /// when the store was opened at the start.
+    @Test(.enabled(if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func aPlainPutOpensNoStore() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try dir.write("p.bin", testBytes(3000, seed: 24))
+        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir.file("bad"), withIntermediateDirectories: true)
+        try dir.write("bad/state.sqlite", Array("not a database, not at all".utf8))
+        let runs = try await NginxServer.withServer(root: dir.file("www"), options: .init(webDAV: true)) { nginx in
+            let url = nginx.url("/dav/p.bin")
+            return (
+                fresh: try await HaulProcess.run(["put", "-q", "--protocol", "put", "--state-dir", dir.file("state"), "p.bin", url], in: dir.path),
+                plain: try await HaulProcess.run(["put", "-q", "--protocol", "put", "--state-dir", dir.file("bad"), "p.bin", url], in: dir.path),
+                auto: try await HaulProcess.run(["put", "-q", "--state-dir", dir.file("bad"), "p.bin", url], in: dir.path),
+                get: try await HaulProcess.run(["get", "-q", "--state-dir", dir.file("bad"), "-d", dir.file("out"), url], in: dir.path)
+            )
+        }
+
+        #expect(runs.fresh.status == 0, "\(runs.fresh.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir.file("state")))
+        #expect(!FileManager.default.fileExists(atPath: dir.file("state/state.sqlite")))
+        #expect(runs.plain.status == 0, "\(runs.plain.stderr)")
+        #expect(digest(dir.contents("www/p.bin")) == digest(testBytes(3000, seed: 24)))
+        let line = "haul: cannot open the store \(dir.file("bad/state.sqlite")): file is not a database; check the disk and the state folder (--state-dir)\n"
+        #expect(runs.auto.status == 3)
+        #expect(runs.auto.stderr == line)
+        #expect(runs.get.status == 3)
+        #expect(runs.get.stderr == line)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out/p.bin")))
+    }
+
     @Test func errorsAreOneLineWithTheirExitStatus() async throws {
         let tus = try await TusTestServer.start()
         let dir = try TestDirectory()

@@ -82,10 +82,14 @@ public final class Downloader: Sendable {
     /// The tasks started here that have not ended, which ``shutdown()`` stops; nil once it has.
     private let tasks = Mutex<[DownloadID: DownloadTask]?>([:])
 
-    /// Opens the store. Call ``shutdown()`` when done, or use ``withDownloader(_:_:)-316xf``.
+    /// Makes the state folder ready for the store. Call ``shutdown()`` when done, or use
+    /// ``withDownloader(_:_:)-316xf``.
     ///
-    /// - Throws: ``DownloadError`` when the state folder or the store cannot be opened. A
-    ///   PostgreSQL store is connected to on first use: its failure comes from that.
+    /// The store itself is opened (SQLite) or connected to (PostgreSQL) at its first use, so a
+    /// run that keeps no record (a plain `PUT`) never opens it.
+    ///
+    /// - Throws: ``DownloadError`` when the state folder cannot be made or written to. A store
+    ///   that cannot be opened fails its first use, with the same error.
     public convenience init(_ configuration: Configuration) throws(DownloadError) {
         Self.startThreadsAhead()
         let store: Store

@@ -1,14 +1,22 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// The store in SQLite (WAL mode), `state.sqlite` in the state folder: the default, shared by
 /// every Haul process that uses the same folder.
+///
+/// The database itself is opened at the first read or write: a run that never reads or
+/// writes a record (a plain `PUT`) does not pay for it (2-3 ms of a short run: SQLite's WAL
+/// set-up, GRDB's pool, the migrations' check). The folder is made and checked at once.
 final class SQLiteStoreDatabase: StoreDatabase {
-    private let database: any DatabaseWriter
+    /// The database once opened, or why it could not be (every later use fails the same way).
+    private let database: Mutex<Result<any DatabaseWriter, StoreOpenFailure>?>
+    /// Opens the database; called once, at the first use.
+    private let open: @Sendable () throws -> any DatabaseWriter
     let location: String
 
-    /// Opens (creating if needed) `state.sqlite` in `directory`, a folder of mode 0700 with
-    /// the database 0600: it may hold credentials.
+    /// Makes (if needed) the folder `directory`, of mode 0700, where `state.sqlite` will be,
+    /// of mode 0600: it may hold credentials. The database is opened at its first use.
     init(directory: String) throws(DownloadError) {
         do {
             try FileManager.default.createDirectory(
@@ -40,7 +48,8 @@ final class SQLiteStoreDatabase: StoreDatabase {
             guard !db.configuration.readonly else { return }
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -8192; PRAGMA secure_delete = ON")
         }
-        do {
+        database = Mutex(nil)
+        open = { [configuration] in
             if !FileManager.default.fileExists(atPath: path) {
                 // Created private before SQLite opens it; if this fails, opening it below says why.
                 _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -49,9 +58,7 @@ final class SQLiteStoreDatabase: StoreDatabase {
             }
             let pool = try DatabasePool(path: path, configuration: configuration)
             try Store.migrator.migrate(pool)
-            database = pool
-        } catch {
-            throw DownloadError.io("cannot open the store \(path): \(Self.reason(error)); \(Self.advice(error))")
+            return pool
         }
     }
 
@@ -61,9 +68,25 @@ final class SQLiteStoreDatabase: StoreDatabase {
         do {
             let queue = try DatabaseQueue()
             try Store.migrator.migrate(queue)
-            database = queue
+            database = Mutex(.success(queue))
+            open = { queue }
         } catch {
             throw DownloadError.io("cannot make a store in memory: \(error)")
+        }
+    }
+
+    /// The database, opened by the first caller (the others wait for it).
+    private func opened() throws(StoreOpenFailure) -> any DatabaseWriter {
+        try database.withLock { database throws(StoreOpenFailure) in
+            if let database { return try database.get() }
+            let result = Result { () throws(StoreOpenFailure) in
+                do { return try open() } catch {
+                    throw StoreOpenFailure(
+                        error: .io("cannot open the store \(location): \(Self.reason(error)); \(Self.advice(error))"))
+                }
+            }
+            database = result
+            return try result.get()
         }
     }
 
@@ -71,7 +94,7 @@ final class SQLiteStoreDatabase: StoreDatabase {
     var rowsKeepColumnOrder: Bool { true }
 
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
-        try await database.read { db in
+        try await opened().read { db in
             // A statement of a few placeholders is one of the store's own, asked again and again
             // (a file's row, once for each file of a list): prepared once and kept. A long list
             // of values is a batch's, whose length varies: prepared for the one query.
@@ -83,7 +106,7 @@ final class SQLiteStoreDatabase: StoreDatabase {
     }
 
     func write(_ statements: [StoreStatement]) async throws {
-        try await database.write { db in
+        try await opened().write { db in
             for statement in statements { try db.cachedStatement(sql: statement.sql).run(binding: statement.values) }
         }
     }
@@ -102,6 +125,8 @@ final class SQLiteStoreDatabase: StoreDatabase {
     /// it opens the database (a table made and dropped, two pages), so emptying it only made
     /// the next process write it again, each a transaction and four `fsync`s for nothing.
     func close() async throws {
+        // Never opened, or not openable (said at the first use): this process changed nothing.
+        guard case .success(let database) = database.withLock({ $0 }) else { return }
         let log = location + "-wal"
         do {
             try await database.writeWithoutTransaction { db in

@@ -48,6 +48,8 @@ final class Store: Sendable {
         do { return try await database.fetch(sql, values, decode) } catch is CancellationError {
             // A pause or cancel arrived while waiting for the store; nothing failed.
             throw .cancelled
+        } catch let failure as StoreOpenFailure {
+            throw failure.error
         } catch {
             throw .io("cannot read the download records in \(path): \(database.reason(error))")
         }
@@ -167,7 +169,7 @@ final class Store: Sendable {
     /// for the few rows that are not downloads (``settings(queue:)``, uploads).
     func write(_ statements: [StoreStatement]) async throws(DownloadError) {
         try await writer.flush()
-        do { try await database.write(statements) } catch {
+        do { try await database.write(statements) } catch let failure as StoreOpenFailure { throw failure.error } catch {
             throw .io("cannot write to the store \(path): \(database.reason(error)); \(database.advice(error))")
         }
     }

@@ -27,6 +27,12 @@ struct StoreStatement: Sendable {
     }
 }
 
+/// A database opened at its first use (SQLite's) that could not be: its error, worded, which the
+/// store passes on as it is rather than as a read or a write that failed.
+struct StoreOpenFailure: Error {
+    let error: DownloadError
+}
+
 /// The database under a ``Store``: SQLite in the state folder (``SQLiteStoreDatabase``, the
 /// default) or a PostgreSQL server (``PostgreSQLStoreDatabase``), each with its own migrations.
 ///

@@ -305,7 +305,8 @@ final class StoreWriter: Sendable {
     }
 
     private func failure(_ error: any Error) -> DownloadError {
-        .io(
+        if let failure = error as? StoreOpenFailure { return failure.error }
+        return .io(
             "cannot save the download records in \(database.location): \(database.reason(error)); \(database.advice(error)), then run again"
         )
     }
