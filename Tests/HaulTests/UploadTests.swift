@@ -192,6 +192,36 @@ struct UploadTests {
         #expect(error.description == nginxURL + "/e2.bin: 413 Payload Too Large", "\(error)")
     }
 
+    /// A URL whose path ends with `/` names a folder: a `PUT` stores the file in it under its
+    /// own name, percent-encoded, as `curl -T` does; tus and the IETF draft keep the URL.
+    @Test(.enabled(if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func aPutToAFolderURLStoresTheFileUnderItsName() async throws {
+        let t = try await Fixture()
+        let content = testBytes(70_000, seed: 11)
+        try t.dir.write("two words é.bin", content)
+        try FileManager.default.createDirectory(atPath: t.dir.file("www/in"), withIntermediateDirectories: true)
+        let (outcome, folder) = try await NginxServer.withServer(root: t.dir.file("www"), options: .init(webDAV: true)) { nginx in
+            (try await t.upload("two words é.bin", to: nginx.url("/dav/in/")).result, nginx.url("/dav/in/"))
+        }
+        let stored = t.dir.contents("www/in/two words é.bin")
+        await t.remove()
+
+        let done = try outcome.get()
+        #expect(done.protocol == .put)
+        #expect(done.location == folder + "two%20words%20%C3%A9.bin")
+        #expect(digest(stored) == digest(content))
+    }
+
+    @Test func thePutTargetOfAFolderURLEndsWithTheFilesName() {
+        func target(_ url: String, _ file: String = "/data/a b.bin") -> String { UploadRequest(file: file, url: url).putTarget }
+        #expect(target("http://h.example/dav/") == "http://h.example/dav/a%20b.bin")
+        #expect(target("http://h.example") == "http://h.example/a%20b.bin")
+        #expect(target("https://h.example:8443/up/?sig=x%2Fy#top") == "https://h.example:8443/up/a%20b.bin?sig=x%2Fy#top")
+        #expect(target("http://h.example/dav/name.bin") == "http://h.example/dav/name.bin")
+        #expect(target("http://h.example/dav/name.bin?x=/") == "http://h.example/dav/name.bin?x=/")
+        #expect(target("http://h.example/dav/", "/data/r%s&?#.txt") == "http://h.example/dav/r%25s%26%3F%23.txt")
+    }
+
     @Test func anUnreadableFileFailsInOneLine() async throws {
         let t = try await Fixture()
         let outcome = try await t.upload("missing.bin").result

@@ -104,8 +104,8 @@ struct UploadRunner: Sendable {
         if chosen == .put {
             let sent = try await put(file, meter: meter, retries: &retries)
             return UploadResult(
-                file: request.file, location: request.displayURL, protocol: .put, bytes: file.length, bytesSent: sent,
-                restartReason: restartReason)
+                file: request.file, location: URLRedaction.redact(request.putTarget), protocol: .put, bytes: file.length,
+                bytesSent: sent, restartReason: restartReason)
         }
         let ietf = chosen == .ietf
         let asked = ietfVersion
@@ -188,14 +188,16 @@ struct UploadRunner: Sendable {
 
     // MARK: Plain PUT
 
-    /// One `PUT` of the whole file, again from its start after a failure that may pass.
+    /// One `PUT` of the whole file (to ``UploadRequest/putTarget``), again from its start after
+    /// a failure that may pass.
     private func put(_ file: UploadFile, meter: UploadMeter, retries: inout RetryPolicy) async throws(DownloadError) -> Int64 {
+        let target = request.putTarget
         try await retrying(&retries, meter) { () throws(DownloadError) in
             let answer = try await transport.send(
-                .PUT, url: request.url, headers: headers(["Content-Type": "application/octet-stream"]),
+                .PUT, url: target, headers: headers(["Content-Type": "application/octet-stream"]),
                 body: body(file, from: 0, count: file.length, meter: meter), stallTimeout: stallTimeout)
             await HTTPTransport.discard(answer.body)
-            guard (200..<300).contains(answer.head.status) else { throw failure(answer) }
+            guard (200..<300).contains(answer.head.status) else { throw failure(answer, url: target) }
         }
         meter.sent(file.length)
         return file.length
@@ -259,7 +261,8 @@ struct UploadRunner: Sendable {
     }
 
     /// The server's error answer as one line with the URL.
-    func failure(_ answer: HTTPAnswer) -> DownloadError {
-        DownloadError.httpStatus(answer.head.status, reason: answer.head.reason, retryAfter: answer.head.retryAfter).with(url: request.url)
+    func failure(_ answer: HTTPAnswer, url: String? = nil) -> DownloadError {
+        DownloadError.httpStatus(answer.head.status, reason: answer.head.reason, retryAfter: answer.head.retryAfter).with(
+            url: url ?? request.url)
     }
 }

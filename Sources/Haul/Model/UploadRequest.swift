@@ -14,7 +14,9 @@ public struct UploadRequest: Sendable, Hashable, Codable {
     /// The local file to send.
     public var file: String
     /// A tus creation endpoint, the IETF draft's upload target (the resource that takes the
-    /// file, created there by a `POST`), or the URL a plain `PUT` stores the file at.
+    /// file, created there by a `POST`), or the URL a plain `PUT` stores the file at: a URL
+    /// whose path ends with `/` names a folder, and the file is stored there under its own
+    /// name (``putTarget``), as `curl -T` does.
     public var url: String
     /// Which protocol carries the bytes; ``UploadProtocol/auto`` asks the server.
     public var `protocol`: UploadProtocol = .auto
@@ -69,6 +71,18 @@ public struct UploadRequest: Sendable, Hashable, Codable {
 
     /// The URL without the credentials it may carry, for messages.
     public var displayURL: String { URLRedaction.redact(url) }
+
+    /// Where a plain `PUT` stores the file: ``url``, or when its path ends with `/` or is empty
+    /// (a folder), ``url`` with the file's name appended, percent-encoded (its query, if any,
+    /// kept after it). tus and the IETF draft take ``url`` as it is: an endpoint that makes a
+    /// new upload for every file.
+    public var putTarget: String {
+        guard let parsed = HTTPURL(url), parsed.path.isEmpty || parsed.path.hasSuffix("/") else { return url }
+        let name = PercentEncoding.encode(Array((file as NSString).lastPathComponent.utf8))
+        // The path ends where the query or the fragment begins.
+        let end = url.firstIndex { $0 == "?" || $0 == "#" } ?? url.endIndex
+        return url[..<end] + (parsed.path.isEmpty ? "/" : "") + name + url[end...]
+    }
 
     /// The request without the secrets ``DownloadRequest/withoutSecrets`` drops (passwords,
     /// `Authorization`, `Proxy-Authorization` and `Cookie` headers); itself when it carries
