@@ -51,22 +51,7 @@ struct AddCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try daemon.connect()
         let options = try self.options(currentDirectory: FileManager.default.currentDirectoryPath)
-        var refused = false
-        for url in urls {
-            do throws(ClientFailure) {
-                let uris = ([url] + mirror).map { JSONValue.string($0) }
-                let answer = try await client.call("aria2.addUri", [.array(uris), .object(options)])
-                guard let gid = answer.string else { throw .unexpected("aria2.addUri", answer) }
-                StandardOutput.line(gid)
-            } catch  where error.isRefusal {
-                Terminal.error("\(url): \(error.description)")
-                refused = true
-            } catch {
-                // The daemon is gone: the other URLs would fail the same way.
-                throw error.report()
-            }
-        }
-        if refused { throw ExitCode(ClientExitStatus.refused) }
+        try await client.addEach(urls, "aria2.addUri") { url in [.array(([url] + mirror).map { .string($0) }), .object(options)] }
     }
 
     /// The aria2 options of every URL. The daemon runs in another folder, so relative paths

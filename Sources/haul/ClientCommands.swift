@@ -101,6 +101,27 @@ struct DaemonClient: Sendable {
         do { return try await rpc.call(method, params) } catch { throw ClientFailure(error) }
     }
 
+    /// Calls `method` once for each of `items`, with the parameters `parameters` makes of it,
+    /// and prints each answer (a GID) on a line of its own. An item the daemon refuses is said
+    /// on a line with its name and the others still go; the command then ends with the refusal's
+    /// exit status. A daemon that is gone ends it at once: the others would fail the same way.
+    func addEach(_ items: [String], _ method: String, _ parameters: (String) -> [JSONValue]) async throws {
+        var refused = false
+        for item in items {
+            do throws(ClientFailure) {
+                let answer = try await call(method, parameters(item))
+                guard let gid = answer.string else { throw .unexpected(method, answer) }
+                StandardOutput.line(gid)
+            } catch  where error.isRefusal {
+                Terminal.error("\(item): \(error.description)")
+                refused = true
+            } catch {
+                throw error.report()
+            }
+        }
+        if refused { throw ExitCode(ClientExitStatus.refused) }
+    }
+
     /// `calls` in one `system.multicall` request: each call's result, or the error the daemon
     /// gave it.
     func multicall(_ calls: [(method: String, params: [JSONValue])]) async throws(ClientFailure) -> [Result<JSONValue, RPCError>] {

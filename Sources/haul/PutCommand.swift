@@ -2,18 +2,22 @@ import ArgumentParser
 import Foundation
 import Haul
 import Logging
+import Synchronization
 
 struct PutCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put",
-        abstract: "Upload a file: resumable to a tus or IETF-draft server, a plain PUT elsewhere.",
+        abstract: "Upload files: resumable to a tus or IETF-draft server, a plain PUT elsewhere.",
+        usage: "haul put [<options>] <file> ... <url>",
         discussion: """
             To a tus server (tus.io) or one of the IETF draft "Resumable Uploads for HTTP", \
             rerunning the same command after Ctrl-C, a crash or kill -9 asks the server what it \
             holds and sends only the rest (an upload of the draft in the interop version it began \
             with); a file changed since starts a new upload, and haul says why. A plain PUT (WebDAV, presigned URLs) starts over, as \
-            curl -T does. The upload is complete only once the server holds every byte. With \
-            --daemon the running daemon queues it with its downloads (the same -j and host limits) \
+            curl -T does; to a URL ending with / (a folder) it stores the file under its own name. The upload is complete only \
+            once the server holds every byte. Several files go one after another, each to a tus or IETF-draft endpoint \
+            (--protocol tus or ietf) or into a folder URL ending with /. With \
+            --daemon the running daemon queues each upload with its downloads (the same -j and host limits) \
             and continues it after a restart; haul ls lists it, haul pause and haul resume take its GID.
 
             Exit status: \(ExitStatus.summary)
@@ -64,13 +68,39 @@ struct PutCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Network") var network: NetworkFlags
 
-    @Argument(help: "The file to upload.")
-    var file: String
+    @Argument(
+        help: ArgumentHelp(
+            "The files to upload, then the URL: a tus creation endpoint, the IETF draft's upload target, or the http(s):// URL a PUT stores the file at (a URL ending with / is a folder: each file goes in under its own name).",
+            valueName: "file-or-url"))
+    var operands: [String] = []
 
-    @Argument(help: "A tus creation endpoint, the IETF draft's upload target, or the http(s):// URL a PUT stores the file at.")
-    var url: String
+    /// The files to upload: every operand but the last.
+    var files: [String] { Array(operands.dropLast()) }
+
+    /// Where they go: the last operand.
+    var url: String { operands.last ?? "" }
+
+    /// Whether the URL names a folder (its path ends with `/` or is empty): a PUT stores each
+    /// file in it under the file's name.
+    var urlIsFolder: Bool {
+        var request = UploadRequest(file: "f", url: url)
+        request.protocol = .put
+        return request.putTarget != url
+    }
 
     func validate() throws {
+        guard operands.count >= 2 else {
+            throw ValidationError(operands.isEmpty ? "give the file to upload, then the URL" : "give the URL to upload \(operands[0]) to after it")
+        }
+        // A plain PUT of several files to one URL would leave only the last there. (A URL that
+        // is not one is said by the upload, as for one file.)
+        if files.count > 1, uploadProtocol != .tus, uploadProtocol != .ietf, !urlIsFolder,
+            (try? UploadRequest(file: files[0], url: url).validate()) != nil
+        {
+            throw ValidationError(
+                "several files go into a folder URL ending with / (each under its own name), or to a tus or IETF-draft endpoint named with --protocol tus or ietf"
+            )
+        }
         if let limitRate {
             switch ByteCount.rateLimit(limitRate) {
             case nil: throw ValidationError("--limit-rate must be a rate such as 2M (0 for no limit), not \(limitRate)")
@@ -88,7 +118,6 @@ struct PutCommand: AsyncParsableCommand {
 
     func run() async throws {
         if daemon { return try await handToDaemon() }
-        let startedAt = ContinuousClock.now
         var configuration = Downloader.Configuration(stateDirectory: stateDir ?? Downloader.defaultStateDirectory)
         configuration.stallTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.rateLimit = limitRate.flatMap { ByteCount.rateLimit($0) ?? nil }
@@ -97,46 +126,62 @@ struct PutCommand: AsyncParsableCommand {
         if network.skipsCertificateCheck {
             Terminal.error("warning: TLS certificates are not checked: anyone on the way can read and change the upload")
         }
-        var request = UploadRequest(file: file, url: url)
-        request.protocol = uploadProtocol
-        request.ietfInteropVersion = ietfVersion
-        request.headers = try TransferOptions.headers(header)
-        request.maxTries = maxTries
-        request.retryWait = .milliseconds(Int64(retryWait * 1000))
-        try network.apply(to: &request.network)
+        var template = UploadRequest(file: "", url: url)
+        template.protocol = uploadProtocol
+        template.ietfInteropVersion = ietfVersion
+        template.headers = try TransferOptions.headers(header)
+        template.maxTries = maxTries
+        template.retryWait = .milliseconds(Int64(retryWait * 1000))
+        try network.apply(to: &template.network)
 
         let downloader = try ExitStatus.openDownloader(configuration)
-        var outcome: Result<UploadResult, DownloadError>
-        var interrupts: InterruptHandler?
-        do throws(DownloadError) {
-            let task = try await downloader.upload(request)
-            interrupts = InterruptHandler { task.cancel() }
-            let display = UploadDisplay(quiet: quiet, name: (file as NSString).lastPathComponent)
-            await display.run(task.progress)
-            outcome = .success(try await task.result())
-        } catch {
-            outcome = .failure(error)
-        }
-        Terminal.clearDisplay()
-        do { try await downloader.shutdown() } catch {
-            if case .success = outcome { outcome = .failure(error) }
-        }
-        switch outcome {
-        case .success(let result):
-            if !quiet { Terminal.write(UploadDisplay.doneLine(result, elapsed: .now - startedAt) + "\n") }
-        case .failure(let error):
-            if let status = interrupts?.exitStatus {
-                Terminal.error("interrupted: run the same command again to continue (a resumable upload goes on from what the server holds)")
-                throw ExitCode(status)
+        // Ctrl-C stops the upload under way; the files after it are not started.
+        let current = Mutex<UploadTask?>(nil)
+        let interrupts = InterruptHandler { current.withLock { $0 }?.cancel() }
+        var failures: [DownloadError] = []
+        for file in files {
+            if interrupts.exitStatus != nil { break }
+            var request = template
+            request.file = file
+            let startedAt = ContinuousClock.now
+            let outcome: Result<UploadResult, DownloadError>
+            do throws(DownloadError) {
+                let task = try await downloader.upload(request)
+                current.withLock { $0 = task }
+                if interrupts.exitStatus != nil { task.cancel() }
+                let display = UploadDisplay(quiet: quiet, name: (file as NSString).lastPathComponent)
+                await display.run(task.progress)
+                outcome = .success(try await task.result())
+            } catch {
+                outcome = .failure(error)
             }
-            Terminal.error(error.description)
-            throw ExitCode(ExitStatus.code(for: error))
+            current.withLock { $0 = nil }
+            Terminal.clearDisplay()
+            switch outcome {
+            case .success(let result):
+                if !quiet { Terminal.write(UploadDisplay.doneLine(result, elapsed: .now - startedAt) + "\n") }
+            case .failure(let error):
+                if interrupts.exitStatus != nil { break }
+                // Among several files, a line names its file when the error does not.
+                let named = files.count > 1 && !error.description.contains(file)
+                Terminal.error(named ? "\(file): \(error.description)" : error.description)
+                failures.append(error)
+            }
         }
+        do { try await downloader.shutdown() } catch {
+            Terminal.error(error.description)
+            failures.append(error)
+        }
+        if let status = interrupts.exitStatus {
+            Terminal.error("interrupted: run the same command again to continue (a resumable upload goes on from what the server holds)")
+            throw ExitCode(status)
+        }
+        if !failures.isEmpty { throw ExitCode(ExitStatus.code(for: failures)) }
     }
 }
 
 extension PutCommand {
-    /// `--daemon`: `haul.addUpload` on the daemon; prints the upload's GID.
+    /// `--daemon`: `haul.addUpload` on the daemon for each file; prints each upload's GID.
     func handToDaemon() async throws {
         var daemon = DaemonOptions()
         daemon.stateDir = stateDir
@@ -149,17 +194,7 @@ extension PutCommand {
         options["max-tries"] = .string(String(maxTries))
         options["retry-wait"] = .string(String(Int(retryWait.rounded(.up))))
         if let priority { options["priority"] = .string(String(priority)) }
-        let path = FilePaths.absolute(file)
-        do throws(ClientFailure) {
-            let answer = try await client.call("haul.addUpload", [.string(path), .string(url), .object(options)])
-            guard let gid = answer.string else { throw .unexpected("haul.addUpload", answer) }
-            StandardOutput.line(gid)
-        } catch  where error.isRefusal {
-            Terminal.error("\(file): \(error.description)")
-            throw ExitCode(ClientExitStatus.refused)
-        } catch {
-            throw error.report()
-        }
+        try await client.addEach(files, "haul.addUpload") { file in [.string(FilePaths.absolute(file)), .string(url), .object(options)] }
     }
 }
 

@@ -142,6 +142,30 @@ struct DaemonUploadTests {
         #expect(digest(stored) == digest(content))
     }
 
+    /// `haul put --daemon FILE... URL` queues each file (a GID a line); into a WebDAV folder URL,
+    /// each is stored under its own name.
+    @Test(.enabled(if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func severalFilesQueuedByPutDaemonEachGetAGIDAndArrive() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let contents = ["a.bin": testBytes(4000, seed: 73), "b c.bin": testBytes(90_000, seed: 74)]
+        for (name, bytes) in contents { try dir.write(name, bytes) }
+        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
+        let state = dir.file("state")
+        try await NginxServer.withServer(root: dir.file("www"), options: .init(webDAV: true)) { nginx in
+            try await DaemonProcess.with(state: state, in: dir.path, ["--rpc-secret", "s3cret", "-d", dir.file("downloads"), "-q"]) {
+                daemon in
+                let added = try await HaulProcess.capture(["put", "--daemon", "--state-dir", state, "a.bin", "b c.bin", nginx.url("/dav/")], in: dir.path)
+                #expect(added.status == 0, "\(added.stderr)")
+                let gids = added.stdout.split(separator: "\n").map(String.init)
+                #expect(gids.count == 2 && Set(gids).count == 2 && gids.allSatisfy { $0.count == 16 }, "\(added.stdout)")
+                for gid in gids { _ = try await Self.waitForUpload(gid, { try await daemon.call($0) }) { $0["status"] == "complete" } }
+                #expect(try await daemon.stop() == 0)
+            }
+        }
+        for (name, bytes) in contents { #expect(digest(dir.contents("www/\(name)")) == digest(bytes), "\(name)") }
+    }
+
     @Test func putDaemonWithoutADaemonSaysSoInOneLine() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }

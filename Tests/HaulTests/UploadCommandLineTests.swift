@@ -100,6 +100,46 @@ struct UploadCommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("out/p.bin")))
     }
 
+    /// `haul put FILE... URL`: each file in turn, into a folder URL under its own name, or to a
+    /// tus endpoint as an upload of its own; several files to one plain URL are refused before
+    /// anything is sent (each would replace the last).
+    @Test(.enabled(if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func severalFilesGoEachToItsOwnPlace() async throws {
+        let tus = try await TusTestServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let contents = ["one.bin": testBytes(5000, seed: 31), "two words.bin": testBytes(300_000, seed: 32)]
+        for (name, bytes) in contents { try dir.write(name, bytes) }
+        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
+        let state = dir.file("state")
+        let runs = try await NginxServer.withServer(root: dir.file("www"), options: .init(webDAV: true)) { nginx in
+            (
+                folder: try await HaulProcess.run(["put", "-q", "--state-dir", state, "one.bin", "two words.bin", nginx.url("/dav/")], in: dir.path),
+                plain: try await HaulProcess.run(["put", "--state-dir", state, "one.bin", "two words.bin", nginx.url("/dav/x.bin")], in: dir.path),
+                missing: try await HaulProcess.run(
+                    ["put", "-q", "--protocol", "put", "--state-dir", state, "nope.bin", "one.bin", nginx.url("/dav/again/")], in: dir.path)
+            )
+        }
+        let toTus = try await HaulProcess.run(["put", "-q", "--protocol", "tus", "--state-dir", state, "one.bin", "two words.bin", tus.url], in: dir.path)
+        let stored = contents.keys.map { (dir.contents("www/\($0)"), (try? [UInt8](Data(contentsOf: tus.folder.appendingPathComponent($0))))) }
+        await tus.stop()
+
+        #expect(runs.folder.status == 0, "\(runs.folder.stderr)")
+        #expect(runs.folder.stderr.isEmpty, "\(runs.folder.stderr)")
+        #expect(toTus.status == 0, "\(toTus.stderr)")
+        for ((name, bytes), (inFolder, atTus)) in zip(contents, stored) {
+            #expect(digest(inFolder) == digest(bytes), "\(name)")
+            #expect(digest(atTus) == digest(bytes), "\(name)")
+        }
+        #expect(runs.plain.status == 64)
+        #expect(runs.plain.stderr.hasPrefix("Error: several files go into a folder URL ending with /"), "\(runs.plain.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("www/x.bin")))
+        // A file that cannot be read is said in one line; the others still go.
+        #expect(runs.missing.status == 3)
+        #expect(runs.missing.stderr == "haul: cannot read \(dir.file("nope.bin")): No such file or directory\n", "\(runs.missing.stderr)")
+        #expect(digest(dir.contents("www/again/one.bin")) == digest(contents["one.bin"]!))
+    }
+
     @Test func errorsAreOneLineWithTheirExitStatus() async throws {
         let tus = try await TusTestServer.start()
         let dir = try TestDirectory()
