@@ -37,8 +37,8 @@ enum RFC8187 {
         while let byte = iterator.next() {
             switch byte {
             case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(hexValue),
-                    let low = iterator.next().flatMap(hexValue)
+                guard let high = iterator.next().flatMap(PercentEncoding.hexValue),
+                    let low = iterator.next().flatMap(PercentEncoding.hexValue)
                 else { return nil }
                 bytes.append(high << 4 | low)
             case 0x21...0x7E:
@@ -48,14 +48,5 @@ enum RFC8187 {
             }
         }
         return bytes
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
