@@ -82,11 +82,7 @@ struct PutCommand: AsyncParsableCommand {
 
     /// Whether the URL names a folder (its path ends with `/` or is empty): a PUT stores each
     /// file in it under the file's name.
-    var urlIsFolder: Bool {
-        var request = UploadRequest(file: "f", url: url)
-        request.protocol = .put
-        return request.putTarget != url
-    }
+    var urlIsFolder: Bool { UploadRequest(file: "f", url: url).putTarget != url }
 
     func validate() throws {
         guard operands.count >= 2 else {
