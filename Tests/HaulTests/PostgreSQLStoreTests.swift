@@ -314,6 +314,73 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// Rows pooled before their insert was written go to the pool as they are inserted: one
+    /// version of each row (the transaction that wrote a row not pooled wrote them too), not an
+    /// insert and then an update that adds a second version to every index.
+    @Test func rowsPooledBeforeTheirInsertIsWrittenAreInsertedIntoThePool() async throws {
+        try await PostgresServer.with { postgres in
+            let offering = try Self.store(postgres)
+            let claimer = try Self.store(postgres)
+            try await offering.join("daemon")
+            try await claimer.join("daemon")
+            offering.writer.insert(Self.row(1))
+            var ids: [DownloadID] = []
+            for number in 2...101 {
+                var row = Self.row(UInt64(number))
+                row.position = Int64(number)
+                offering.writer.insert(row)
+                ids.append(row.id)
+            }
+            #expect(offering.writer.pool(ids) == Set(ids))
+            #expect(try await Self.held(offering) == [1])
+            let transactions = try await offering.fetch("SELECT count(DISTINCT xmin::text) AS n FROM download") { $0["n"] as Int64 }
+            #expect(transactions == [1])
+            let claimed = try await claimer.claim(queue: "daemon", limit: 200)
+            #expect(Set(claimed.map(\.id.rawValue)) == Set(2...101))
+            try await claimer.close()
+            try await offering.close()
+        }
+    }
+
+    /// A list added through one member of a fleet keeps `8 × -j` downloads there and puts the
+    /// rest in the pool as their rows are inserted: no row is written a second time to offer it
+    /// (every update of a row adds an entry to each of the table's indexes).
+    @Test func aListAddedThroughOneMemberGoesToThePoolAsItIsInserted() async throws {
+        try await PostgresServer.with { postgres in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let other = try Self.store(postgres)
+            try await other.join("daemon")
+            var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
+            configuration.store = try StoreLocation(parsing: postgres.url())
+            let downloader = try Downloader(configuration)
+            let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
+            try await manager.restore()
+            // Nothing listens there: a download that starts fails, its row written again.
+            let requests = (0..<300).map { DownloadRequest(url: "http://127.0.0.1:9/f\($0).bin", directory: dir.file("downloads")) }
+            let added = try await manager.add(contentsOf: requests)
+            #expect(added.allSatisfy { (try? $0.get()) != nil })
+            await manager.shutdown()
+            try await downloader.shutdown()
+            let pooled = try await other.fetch("SELECT count(*) AS n FROM download WHERE owner = ''") { $0["n"] as Int64 }
+            #expect(pooled == [300 - 8])
+            // The server's count of the table's inserts and updates, once the member's sessions
+            // have ended (each reports its counts as it ends).
+            var counts: (inserted: Int64, updated: Int64) = (0, 0)
+            for _ in 0..<100 {
+                let rows = try await other.fetch("SELECT n_tup_ins AS i, n_tup_upd AS u FROM pg_stat_user_tables WHERE relname = 'download'") {
+                    ($0["i"] as Int64, $0["u"] as Int64)
+                }
+                counts = rows.first ?? (0, 0)
+                if counts.inserted >= 300 { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(counts.inserted == 300)
+            #expect(counts.updated < 100, "rows offered by an update after their insert: \(counts.updated) updates")
+            try await other.close()
+        }
+    }
+
     /// Downloads one member offers are claimed by the others in queue order, each by one member
     /// only, however many claim at once; a member that left is no longer counted as live.
     @Test func offeredDownloadsAreClaimedInQueueOrderEachByOneMember() async throws {

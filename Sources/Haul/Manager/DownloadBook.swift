@@ -86,14 +86,19 @@ struct DownloadBook {
         if case .file(let path) = entry.request.destination, byFile[path] == entry.id { byFile[path] = nil }
     }
 
+    /// Whether ``handOver(_:)`` would take `id` out of the book.
+    func canHandOver(_ id: ID) -> Bool {
+        guard let entry = entries[id] else { return false }
+        return entry.lifecycle.isQueued && !entry.lifecycle.restoredRunning && entry.live == nil && !entry.revalidate
+            && entry.dependencies.isEmpty && index.dependentsOf(id).isEmpty
+    }
+
     /// Takes a queued download out of the book without deleting its row, for another member
     /// of the fleet to run, and returns its entry; nil (and nothing changes) unless it is
     /// queued, never ran here, has nothing to continue (a restored or revalidating one), and
     /// neither depends on another download nor has one depending on it.
     mutating func handOver(_ id: ID) -> Entry? {
-        guard let entry = entries[id], entry.lifecycle.isQueued, !entry.lifecycle.restoredRunning, entry.live == nil,
-            !entry.revalidate, entry.dependencies.isEmpty, index.dependentsOf(id).isEmpty
-        else { return nil }
+        guard canHandOver(id), let entry = entries[id] else { return nil }
         entries.removeValue(forKey: id)
         unindexState(entry, key: entry.key)
         counts[entry.lifecycle.status, default: 0] -= 1

@@ -144,6 +144,7 @@ extension DownloadManager {
                 dependencyFailed(id, dependency: dependency, reason: error.message)
             }
         }
+        poolIfSurplus(id)
         return id
     }
 

@@ -173,36 +173,70 @@ extension DownloadManager {
         Task { await self.claimFromPool(reserved: true) }
     }
 
-    /// Starts ``offerSurplus()`` when more than `8 × -j` downloads could start here (a list was
-    /// just added): the others need not wait for the next look.
+    /// Offers the surplus as ``offerSurplus()`` does when more than `8 × -j` downloads could start
+    /// here (a list was just added), without waiting for the next look: those whose insert is
+    /// not written yet go to the pool with it, at once; the others in a task.
     func offerSurplusSoon() {
         guard fleetOthers > 0, !offering, !looking, startable > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
+        let written = handOverSurplus()
+        guard !written.isEmpty else { return }
         offering = true
         Task {
-            do throws(DownloadError) { try await self.offerSurplus() } catch {
+            do throws(DownloadError) { try await self.offer(written) } catch {
                 self.downloader.configuration.logger.warning("\(error.message)")
             }
+            self.offering = false
         }
     }
 
     /// Once more than `8 × -j` downloads are ready here (or set aside for their host), offers those past the first `4 × -j`
     /// (the last in queue order) to the other live members: a list added through one daemon is run by all. Only downloads that
     /// never ran here and that no dependency ties to this member's others go
-    /// (``DownloadBook/handOver(_:)``). Given back to the book if the store refuses.
+    /// (``DownloadBook/handOver(_:)``).
     func offerSurplus() async throws(DownloadError) {
         offering = true
         defer { offering = false }
+        try await offer(handOverSurplus())
+    }
+
+    /// Takes the surplus ``offerSurplus()`` offers out of the book. Those whose insert the
+    /// store's writer has not written yet go to the pool with it (``StoreWriter/pool(_:)``);
+    /// returns the others, whose rows are written, for ``offer(_:)``.
+    private func handOverSurplus() -> [ID] {
         let keep = maxConcurrent * Self.fleetReadyPerSlot
-        guard fleetOthers > 0, startable > keep * 2, !isShutDown, storeFailure == nil else { return }
-        var handed: [Entry] = []
+        guard fleetOthers > 0, startable > keep * 2, !isShutDown, storeFailure == nil else { return [] }
+        var handed: [ID] = []
         for key in book.index.startable(from: keep) where board.progress(of: key.id) == nil {
-            if let entry = book.handOver(key.id) { handed.append(entry) }
+            if book.handOver(key.id) != nil { handed.append(key.id) }
         }
-        guard !handed.isEmpty else { return }
+        guard !handed.isEmpty else { return [] }
         publishCounts()
+        let pooled = store.writer.pool(handed)
+        offeredToPool += pooled.count
+        return handed.filter { !pooled.contains($0) }
+    }
+
+    /// Puts download `id`, just added, in the pool with its insert when ``offerSurplus()`` would
+    /// offer it: when more than `8 × -j` downloads could start here and at least `4 × -j` come
+    /// before it. A list added through one member then goes to the pool as it is written: one
+    /// version of each row, where an insert and then an offer make two, each an entry in every
+    /// index of the table.
+    func poolIfSurplus(_ id: ID) {
+        let keep = maxConcurrent * Self.fleetReadyPerSlot
+        guard store.database.isShared, fleetOthers > 0, startable > keep * 2, !isShutDown, storeFailure == nil,
+            book.canHandOver(id), let key = book.entries[id]?.key, book.index.startable(before: key) >= keep,
+            store.writer.pool([id]).contains(id)
+        else { return }
+        _ = book.handOver(id)
+        offeredToPool += 1
+    }
+
+    /// Offers `ids`, handed over and written, to the pool.
+    private func offer(_ ids: [ID]) async throws(DownloadError) {
+        guard !ids.isEmpty else { return }
         do {
-            try await store.offer(handed.map(\.id))
-            offeredToPool += handed.count
+            try await store.offer(ids)
+            offeredToPool += ids.count
         } catch {
             // Whether the offer was written is unknown (its answer may be what was lost): the
             // next look loads whichever of them are still this member's, and no other.

@@ -121,6 +121,11 @@ struct DownloadQueue {
         return Array(keys[offset...])
     }
 
+    /// How many of ``startable(from:)``'s downloads come before `key`.
+    func startable(before key: Key) -> Int {
+        blocked.values.reduce(ready.count(before: key)) { $0 + $1.count(before: key) }
+    }
+
     /// Ready downloads set aside for want of a connection to their host, across hosts.
     var blockedCount: Int { blocked.values.reduce(0) { $0 + $1.count } }
 

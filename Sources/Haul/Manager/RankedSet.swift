@@ -74,6 +74,13 @@ struct RankedSet<Element: Comparable> {
         return prefix(chunk) + slot
     }
 
+    /// How many elements come before `element`, whether or not it is there.
+    func count(before element: Element) -> Int {
+        guard !chunks.isEmpty else { return 0 }
+        let chunk = chunkIndex(for: element)
+        return prefix(chunk) + Self.lowerBound(chunks[chunk], element)
+    }
+
     /// The element at `position` (0 first).
     subscript(position: Int) -> Element {
         precondition(position >= 0 && position < count, "position \(position) out of 0..<\(count)")

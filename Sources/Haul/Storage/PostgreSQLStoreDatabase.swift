@@ -153,12 +153,14 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
         var deletes: [[DatabaseValue]] = []
         var inserts: [[DatabaseValue]] = []
+        var pooledInserts: [[DatabaseValue]] = []
         var updates: [UInt32: [[DatabaseValue]]] = [:]
         var masks: [UInt32] = []
         for statement in statements {
             switch statement.batching {
             case .delete?: deletes.append(statement.values)
             case .insert?: inserts.append(statement.values)
+            case .pooledInsert?: pooledInserts.append(statement.values)
             case .update(let mask)?:
                 if updates[mask] == nil { masks.append(mask) }
                 updates[mask, default: []].append(statement.values)
@@ -172,6 +174,10 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         if !inserts.isEmpty {
             queries.append(PostgresQuery(unsafeSQL: Self.insertSQL, binds: try Self.arrays(of: inserts, DownloadRow.storedColumns)))
         }
+        if !pooledInserts.isEmpty {
+            let columns = DownloadRow.storedColumns + ["owner"]
+            queries.append(PostgresQuery(unsafeSQL: Self.pooledInsertSQL, binds: try Self.arrays(of: pooledInserts, columns)))
+        }
         for mask in masks {
             let names = RowPatch.columnNames(mask) + ["updatedAt", "id"]
             let set = names.dropLast().map { "\($0) = v.\($0)" }.joined(separator: ", ")
@@ -182,11 +188,14 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     /// The writer's insert of a batch of rows, replacing those of their ids.
-    static let insertSQL: String = {
-        let columns = DownloadRow.storedColumns
-        return "INSERT INTO download (" + columns.joined(separator: ", ") + ") SELECT * FROM " + unnest(columns)
+    static let insertSQL = insertSQL(DownloadRow.storedColumns)
+    /// The same, with an `owner` column last (the pool's, empty).
+    static let pooledInsertSQL = insertSQL(DownloadRow.storedColumns + ["owner"])
+
+    private static func insertSQL(_ columns: [String]) -> String {
+        "INSERT INTO download (" + columns.joined(separator: ", ") + ") SELECT * FROM " + unnest(columns)
             + " ON CONFLICT (id) DO UPDATE SET " + columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
-    }()
+    }
 
     /// `unnest($1::type[], …) AS v(column, …)`: rows of `columns`, from an array each.
     static func unnest(_ columns: [String]) -> String {

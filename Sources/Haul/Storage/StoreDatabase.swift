@@ -9,10 +9,12 @@ struct StoreStatement: Sendable {
     /// statement costs a round trip (PostgreSQL) can write many rows in one; nil for the rest.
     var batching: Batching?
 
-    /// The writer's three statements on the `download` table.
+    /// The writer's statements on the `download` table.
     enum Batching: Hashable, Sendable {
         /// Inserts a row of ``DownloadRow/storedColumns``, replacing the row of its id.
         case insert
+        /// The same, with an empty `owner` last: the row goes to a fleet's pool.
+        case pooledInsert
         /// Sets the columns of a ``RowPatch`` mask and `updatedAt` (the values' order) of the
         /// row whose id is the last value.
         case update(mask: UInt32)

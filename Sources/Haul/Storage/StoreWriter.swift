@@ -13,6 +13,8 @@ import Synchronization
 final class StoreWriter: Sendable {
     private struct Pending {
         var insert: DownloadRow?
+        /// The insert puts the row in the fleet's pool, owned by no member (``pool(_:)``).
+        var pooled = false
         var patch = RowPatch()
         var delete = false
     }
@@ -50,6 +52,8 @@ final class StoreWriter: Sendable {
     private let database: any StoreDatabase
     /// The statement that inserts a row, or replaces the row of its id.
     private let insertSQL: String
+    /// The same, the row owned by no member: offered to a fleet as it is inserted (``pool(_:)``).
+    private let pooledInsertSQL: String
     private let state = Mutex(State())
     /// Told how long each transaction took (``EngineObserver/storeCommitted``).
     private let committed: @Sendable (Duration, Int) -> Void
@@ -65,6 +69,7 @@ final class StoreWriter: Sendable {
     ) {
         self.database = database
         insertSQL = database.upsertSQL(table: "download", columns: DownloadRow.storedColumns, key: ["id"])
+        pooledInsertSQL = database.upsertSQL(table: "download", columns: DownloadRow.storedColumns + ["owner"], key: ["id"])
         self.lingering = linger
         self.lingeringStep = lingerStep
         self.committed = committed
@@ -110,7 +115,23 @@ final class StoreWriter: Sendable {
         submit(row.id) { pending in
             pending.delete = false
             pending.insert = row
+            pending.pooled = false
             pending.patch = RowPatch()
+        }
+    }
+
+    /// Makes the inserts of those of `ids` not written yet put their rows in the fleet's pool,
+    /// owned by no member, and returns those ids; the others' rows (written already, or being
+    /// written) are the caller's to offer. A row offered as it is inserted is written once, where
+    /// an insert and then an offer make two versions of it, each an entry in every index.
+    func pool(_ ids: [DownloadID]) -> Set<DownloadID> {
+        state.withLock { state in
+            var pooled: Set<DownloadID> = []
+            for id in ids where state.pending[id]?.insert != nil {
+                state.pending[id]?.pooled = true
+                pooled.insert(id)
+            }
+            return pooled
         }
     }
 
@@ -293,7 +314,13 @@ final class StoreWriter: Sendable {
                 row.updatedAt = now
                 // Ids never repeat (a random prefix per process, then a count): a row is inserted
                 // once; a later insert of the same id (a resumed library download) replaces it.
-                statements.append(StoreStatement(insertSQL, try row.storedValues().map { $0?.databaseValue ?? .null }, batching: .insert))
+                var values = try row.storedValues().map { $0?.databaseValue ?? .null }
+                if pending.pooled {
+                    values.append("".databaseValue)
+                    statements.append(StoreStatement(pooledInsertSQL, values, batching: .pooledInsert))
+                } else {
+                    statements.append(StoreStatement(insertSQL, values, batching: .insert))
+                }
             }
             guard !pending.patch.isEmpty else { continue }
             var values = pending.patch.changedValues
