@@ -122,11 +122,20 @@ extension DownloadManager {
     /// (`-j`): it claims more from the pool below half of it, and offers what is past twice it.
     static let fleetReadyPerSlot = 4
 
+    /// How many queued downloads a member keeps ready (``fleetReadyPerSlot`` × `-j`).
+    var fleetKeep: Int { maxConcurrent * Self.fleetReadyPerSlot }
+
+    /// Whether more downloads could start here than twice ``fleetKeep`` while other members
+    /// could run them: those past ``fleetKeep`` are then offered to the pool.
+    private var holdsSurplus: Bool {
+        fleetOthers > 0 && startable > fleetKeep * 2 && !isShutDown && storeFailure == nil
+    }
+
     /// Claims queued downloads offered by the fleet while fewer than `2 × -j` are ready here,
     /// up to `4 × -j`; one claim at a time. The pool is asked again at once after a full batch
     /// (there may be more), else at the next look.
     func claimFromPool(reserved: Bool = false) async {
-        let keep = maxConcurrent * Self.fleetReadyPerSlot
+        let keep = fleetKeep
         guard store.database.isShared, restored, poolMayHaveRows, reserved || !claiming, !isShutDown, storeFailure == nil,
             startable < keep / 2
         else {
@@ -166,7 +175,7 @@ extension DownloadManager {
     /// queue, not only at the next look.
     func claimFromPoolSoon() {
         guard store.database.isShared, poolMayHaveRows, !claiming, restored,
-            startable < maxConcurrent * Self.fleetReadyPerSlot / 2
+            startable < fleetKeep / 2
         else { return }
         // Reserved now: the steps until the task runs start no other.
         claiming = true
@@ -177,7 +186,7 @@ extension DownloadManager {
     /// here (a list was just added), without waiting for the next look: those whose insert is
     /// not written yet go to the pool with it, at once; the others in a task.
     func offerSurplusSoon() {
-        guard fleetOthers > 0, !offering, !looking, startable > maxConcurrent * Self.fleetReadyPerSlot * 2 else { return }
+        guard !offering, !looking, holdsSurplus else { return }
         let written = handOverSurplus()
         guard !written.isEmpty else { return }
         offering = true
@@ -203,10 +212,9 @@ extension DownloadManager {
     /// store's writer has not written yet go to the pool with it (``StoreWriter/pool(_:)``);
     /// returns the others, whose rows are written, for ``offer(_:)``.
     private func handOverSurplus() -> [ID] {
-        let keep = maxConcurrent * Self.fleetReadyPerSlot
-        guard fleetOthers > 0, startable > keep * 2, !isShutDown, storeFailure == nil else { return [] }
+        guard holdsSurplus else { return [] }
         var handed: [ID] = []
-        for key in book.index.startable(from: keep) where board.progress(of: key.id) == nil {
+        for key in book.index.startable(from: fleetKeep) where board.progress(of: key.id) == nil {
             if book.handOver(key.id) != nil { handed.append(key.id) }
         }
         guard !handed.isEmpty else { return [] }
@@ -222,9 +230,8 @@ extension DownloadManager {
     /// version of each row, where an insert and then an offer make two, each an entry in every
     /// index of the table.
     func poolIfSurplus(_ id: ID) {
-        let keep = maxConcurrent * Self.fleetReadyPerSlot
-        guard store.database.isShared, fleetOthers > 0, startable > keep * 2, !isShutDown, storeFailure == nil,
-            book.canHandOver(id), let key = book.entries[id]?.key, book.index.startable(before: key) >= keep,
+        guard store.database.isShared, holdsSurplus, book.canHandOver(id), let key = book.entries[id]?.key,
+            book.index.startable(before: key) >= fleetKeep,
             store.writer.pool([id]).contains(id)
         else { return }
         _ = book.handOver(id)

@@ -321,6 +321,10 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         "createdAt", "updatedAt", "errorReason", "sources", "unsynced", "sourceValidators",
     ]
 
+    /// ``storedColumns`` and then `owner`, as a store shared by a fleet inserts a row straight into
+    /// its pool (the owner empty).
+    static let pooledColumns = storedColumns + ["owner"]
+
     /// The row's values, in the order of ``storedColumns``.
     func storedValues() throws -> [(any DatabaseValueConvertible)?] {
         [

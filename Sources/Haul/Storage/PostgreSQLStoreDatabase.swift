@@ -175,8 +175,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             queries.append(PostgresQuery(unsafeSQL: Self.insertSQL, binds: try Self.arrays(of: inserts, DownloadRow.storedColumns)))
         }
         if !pooledInserts.isEmpty {
-            let columns = DownloadRow.storedColumns + ["owner"]
-            queries.append(PostgresQuery(unsafeSQL: Self.pooledInsertSQL, binds: try Self.arrays(of: pooledInserts, columns)))
+            queries.append(PostgresQuery(unsafeSQL: Self.pooledInsertSQL, binds: try Self.arrays(of: pooledInserts, DownloadRow.pooledColumns)))
         }
         for mask in masks {
             let names = RowPatch.columnNames(mask) + ["updatedAt", "id"]
@@ -190,7 +189,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// The writer's insert of a batch of rows, replacing those of their ids.
     static let insertSQL = insertSQL(DownloadRow.storedColumns)
     /// The same, with an `owner` column last (the pool's, empty).
-    static let pooledInsertSQL = insertSQL(DownloadRow.storedColumns + ["owner"])
+    static let pooledInsertSQL = insertSQL(DownloadRow.pooledColumns)
 
     private static func insertSQL(_ columns: [String]) -> String {
         "INSERT INTO download (" + columns.joined(separator: ", ") + ") SELECT * FROM " + unnest(columns)

@@ -69,7 +69,7 @@ final class StoreWriter: Sendable {
     ) {
         self.database = database
         insertSQL = database.upsertSQL(table: "download", columns: DownloadRow.storedColumns, key: ["id"])
-        pooledInsertSQL = database.upsertSQL(table: "download", columns: DownloadRow.storedColumns + ["owner"], key: ["id"])
+        pooledInsertSQL = database.upsertSQL(table: "download", columns: DownloadRow.pooledColumns, key: ["id"])
         self.lingering = linger
         self.lingeringStep = lingerStep
         self.committed = committed
