@@ -381,6 +381,60 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// `pauseAll()` while a claim from the pool is on its way (here held up by a lock on the
+    /// table): the rows the claim brings in arrive paused, as the whole queue is, and none starts.
+    @Test func aClaimThatPauseAllOvertookAdmitsItsDownloadsPaused() async throws {
+        try await PostgresServer.with { postgres in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let other = try Self.store(postgres)
+            try await other.join("daemon")
+            for number in 1...20 {
+                var row = Self.row(UInt64(number))
+                row.position = Int64(number)
+                other.writer.insert(row, pooled: true)
+            }
+            try await other.flush()
+            // Writes to the table wait for this transaction; reads do not.
+            let locker = try Self.store(postgres)
+            let database = try #require(locker.database as? PostgreSQLStoreDatabase)
+            let lock = Task {
+                try await database.transaction(rows: 0) { connection in
+                    try await connection.query("LOCK TABLE download IN SHARE MODE", logger: Logger(label: "test"))
+                    try await connection.query("SELECT pg_sleep(1.5)", logger: Logger(label: "test"))
+                }
+            }
+            var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
+            configuration.store = try StoreLocation(parsing: postgres.url())
+            let downloader = try Downloader(configuration)
+            let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
+            let restoring = Task { try await manager.restore() }
+            // Until the member's claim waits for the lock.
+            var waiting = ""
+            for _ in 0..<100 where waiting != "1" {
+                try await Task.sleep(for: .milliseconds(20))
+                waiting = try postgres.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'")
+            }
+            #expect(waiting == "1", "a claim waiting for the lock")
+            await manager.pauseAll()
+            try await lock.value
+            try await restoring.value
+            // The claim took the first four in queue order (`4 × -j`). Those claimed after the
+            // pause may run: the daemon's pauseAll claims the whole pool first.
+            var claimed: [DownloadManager.Download] = []
+            for _ in 0..<100 where claimed.count < 4 {
+                try await Task.sleep(for: .milliseconds(20))
+                claimed = await manager.downloads().filter { $0.id.rawValue <= 4 }
+            }
+            #expect(claimed.count == 4 && claimed.allSatisfy { $0.status == .paused }, "\(claimed.map(\.status))")
+            await manager.shutdown()
+            try await downloader.shutdown()
+            try await locker.close()
+            try await other.close()
+        }
+    }
+
     /// Downloads one member offers are claimed by the others in queue order, each by one member
     /// only, however many claim at once; a member that left is no longer counted as live.
     @Test func offeredDownloadsAreClaimedInQueueOrderEachByOneMember() async throws {

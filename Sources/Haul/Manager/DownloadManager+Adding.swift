@@ -127,7 +127,6 @@ extension DownloadManager {
         row.position = position
         row.dependencies = dependencies
         row.status = lifecycle.status
-        store.writer.insert(row)
         entry.unmet = 0
         book.insert(entry)
         for dependency in dependencies {
@@ -136,6 +135,8 @@ extension DownloadManager {
             if other.lifecycle.status != .completed { book.entries[id]?.unmet += 1 }
         }
         book.reindexReady(id)
+        let pooled = poolsAsAdded(id)
+        store.writer.insert(row, pooled: pooled)
         // The row went in whole above; of the lifecycle's actions the announcement is left.
         if actions.contains(.announce(.added)) { hub.send(.added(id)) }
         // A dependency that already failed fails this one at once.
@@ -144,7 +145,10 @@ extension DownloadManager {
                 dependencyFailed(id, dependency: dependency, reason: error.message)
             }
         }
-        poolIfSurplus(id)
+        if pooled {
+            _ = book.handOver(id)
+            offeredToPool += 1
+        }
         return id
     }
 

@@ -78,6 +78,7 @@ extension DownloadManager {
 
     /// Pauses every queued and running download.
     public func pauseAll() async {
+        pausesOfAll += 1
         let waiting = book.index.waiting.elements(from: 0, limit: book.index.waiting.count).map(\.id)
         for id in waiting { transition(id) { $0.pause() } }
         let running = book.index.active

@@ -145,24 +145,32 @@ extension DownloadManager {
         claiming = true
         defer { claiming = false }
         let want = keep - startable
+        let pauses = pausesOfAll
         do throws(DownloadError) {
             let rows = try await store.claim(queue: queue, limit: want)
             poolMayHaveRows = rows.count == want
             guard !rows.isEmpty, !isShutDown else { return }
-            admitClaimed(rows)
+            admitClaimed(rows, pausesBefore: pauses)
             schedule()
         } catch {
             // A claim that was written but whose answer was lost: its rows are read at the next look.
             poolMayHaveRows = false
             heldRowsToLoad = true
+            // Shutting down meanwhile: the store was closed under the claim.
+            guard !isShutDown else { return }
             downloader.configuration.logger.warning("\(error.message)")
         }
     }
 
-    /// Brings downloads claimed from the pool into the book, and counts them.
-    func admitClaimed(_ rows: [DownloadRow]) {
-        insertRestored(rows)
+    /// Brings downloads claimed from the pool into the book, and counts them. A claim that
+    /// ``pauseAll()`` overtook (it ran since `pausesBefore`, ``pausesOfAll`` when the claim
+    /// began) admits them paused: they were in the queue when the whole of it was paused, and a
+    /// pause carried through the fleet must leave none of them waiting to start.
+    func admitClaimed(_ rows: [DownloadRow], pausesBefore: Int) {
+        let inserted = insertRestored(rows)
         claimedFromPool += rows.count
+        guard pausesOfAll != pausesBefore else { return }
+        for id in inserted where book.entries[id]?.lifecycle.isQueued == true { transition(id) { $0.pause() } }
     }
 
     /// Queued downloads that could start now but for the limits: ready, or set aside until their
@@ -224,18 +232,15 @@ extension DownloadManager {
         return handed.filter { !pooled.contains($0) }
     }
 
-    /// Puts download `id`, just added, in the pool with its insert when ``offerSurplus()`` would
-    /// offer it: when more than `8 × -j` downloads could start here and at least `4 × -j` come
-    /// before it. A list added through one member then goes to the pool as it is written: one
-    /// version of each row, where an insert and then an offer make two, each an entry in every
-    /// index of the table.
-    func poolIfSurplus(_ id: ID) {
-        guard store.database.isShared, holdsSurplus, book.canHandOver(id), let key = book.entries[id]?.key,
-            book.index.startable(before: key) >= fleetKeep,
-            store.writer.pool([id]).contains(id)
-        else { return }
-        _ = book.handOver(id)
-        offeredToPool += 1
+    /// Whether download `id`, just added and not yet given to the store's writer, goes to the
+    /// pool with its insert, as ``offerSurplus()`` would offer it: when more than `8 × -j`
+    /// downloads could start here and at least `4 × -j` come before it. A list added through one
+    /// member then goes to the pool as it is written: one version of each row, where an insert
+    /// and then an offer make two, each an entry in every index of the table. Decided before
+    /// the insert is submitted, since a group commit may take it at any moment after.
+    func poolsAsAdded(_ id: ID) -> Bool {
+        guard store.database.isShared, holdsSurplus, book.canHandOver(id), let key = book.entries[id]?.key else { return false }
+        return book.index.startable(before: key) >= fleetKeep
     }
 
     /// Offers `ids`, handed over and written, to the pool.

@@ -302,9 +302,10 @@ extension DownloadManager {
         if book.entries.contains(id) { return true }
         // A member whose store failed runs nothing more: what it claimed would wait for nobody.
         guard queueIsShared, storeFailure == nil, !halted else { return false }
+        let pauses = pausesOfAll
         let rows = try await store.claim(ids: [id])
         guard !isShutDown else { return false }
-        admitClaimed(rows)
+        admitClaimed(rows, pausesBefore: pauses)
         schedule()
         return book.entries.contains(id)
     }
@@ -316,9 +317,10 @@ extension DownloadManager {
     public func claimPool() async throws(DownloadError) {
         guard queueIsShared, storeFailure == nil, !halted else { return }
         while true {
+            let pauses = pausesOfAll
             let rows = try await store.claim(queue: queue, limit: Self.poolClaimBatch)
             guard !isShutDown else { return }
-            admitClaimed(rows)
+            admitClaimed(rows, pausesBefore: pauses)
             guard rows.count == Self.poolClaimBatch else { break }
         }
         schedule()

@@ -134,6 +134,8 @@ public actor DownloadManager {
     /// Downloads claimed from the pool and offered to it, since this manager started.
     var claimedFromPool = 0
     var offeredToPool = 0
+    /// How many times ``pauseAll()`` ran: a claim it overtook admits its rows paused.
+    var pausesOfAll = 0
     /// Rows taken over from members that were gone, since this manager started.
     var takenOverRows = 0
     /// The store may hold rows of this member's that the book does not (a look or an offer

@@ -111,11 +111,13 @@ final class StoreWriter: Sendable {
         state.withLock { $0.pending[id]?.insert != nil || $0.insertsInFlight.contains(id) }
     }
 
-    func insert(_ row: DownloadRow) {
+    /// Inserts `row` in a coming group commit; with `pooled`, in the fleet's pool, owned by no
+    /// member (decided before the insert is submitted: a commit may take it at any moment after).
+    func insert(_ row: DownloadRow, pooled: Bool = false) {
         submit(row.id) { pending in
             pending.delete = false
             pending.insert = row
-            pending.pooled = false
+            pending.pooled = pooled
             pending.patch = RowPatch()
         }
     }
