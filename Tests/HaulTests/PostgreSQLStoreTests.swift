@@ -195,7 +195,7 @@ struct PostgreSQLStoreTests {
                 try await group.waitForAll()
             }
             let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
-            #expect(versions == [1, 2, 3, 4, 5])
+            #expect(versions == [1, 2, 3, 4, 5, 6])
             for store in stores { try await store.close() }
             // A store opened later finds it done.
             let later = try Self.store(postgres)
@@ -339,6 +339,60 @@ struct PostgreSQLStoreTests {
             #expect(Set(claimed.map(\.id.rawValue)) == Set(2...101))
             try await claimer.close()
             try await offering.close()
+        }
+    }
+
+    /// The pool's size is kept as rows go in (pooled inserts, offers) and out (claims, of a batch
+    /// or by id), whichever member moves them, and outlives a member that is gone: its count is
+    /// folded into its reaper's. A retried pooled insert (its commit's answer lost) counts once.
+    @Test func thePoolsSizeIsKeptAsRowsComeAndGo() async throws {
+        try await PostgresServer.with { postgres in
+            let first = try Self.store(postgres)
+            let second = try Self.store(postgres)
+            try await first.join("daemon")
+            try await second.join("daemon")
+            func kept() async throws -> Int64 {
+                try await second.fetch("SELECT coalesce(sum(pooled), 0)::bigint AS n FROM fleetPool WHERE queue = 'daemon'") { $0["n"] as Int64 }[0]
+            }
+            // The kept size, and the pool's rows counted.
+            func sizes() async throws -> [Int64] {
+                let rows = try await second.fetch("SELECT count(*) AS n FROM download WHERE queue = 'daemon' AND owner = ''") { $0["n"] as Int64 }
+                return [try await kept(), rows[0]]
+            }
+            var offered: [DownloadID] = []
+            for number in 1...15 {
+                var row = Self.row(UInt64(number))
+                row.position = Int64(number)
+                first.writer.insert(row, pooled: number <= 10)
+                if number > 10 { offered.append(row.id) }
+            }
+            // Another queue's pool is apart.
+            first.writer.insert(Self.row(99, queue: "other"), pooled: true)
+            try await first.flush()
+            try await first.offer(offered)
+            #expect(try await sizes() == [15, 15])
+            #expect(try await second.claim(queue: "daemon", limit: 6).count == 6)
+            #expect(try await second.claim(ids: [DownloadID(rawValue: 14), DownloadID(rawValue: 1)]).count == 1)
+            #expect(try await sizes() == [8, 8])
+            // The same pooled insert again (as a transaction tried again after its commit would).
+            let database = try #require(first.database as? PostgreSQLStoreDatabase)
+            var again = Self.row(12)
+            again.position = 12
+            let values = try again.storedValues().map { $0?.databaseValue ?? .null } + ["".databaseValue]
+            try await database.transaction([PostgreSQLStoreDatabase.pooledInsert([values])], rows: 1)
+            #expect(try await kept() == 8)
+            // The first leaves; the second reaps it at its next look and keeps its count.
+            try await first.close()
+            for _ in 0..<50 where try await second.fetch("SELECT count(*) AS n FROM fleetMember") { $0["n"] as Int64 } != [1] {
+                _ = try await second.takeOver("daemon", publishing: "")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let members = try await second.fetch("SELECT member FROM fleetPool WHERE queue = 'daemon'") { $0["member"] as String }
+            #expect(members.count == 1, "\(members)")
+            #expect(try await sizes() == [8, 8])
+            #expect(try await second.claim(queue: "daemon", limit: 100).count == 8)
+            #expect(try await kept() == 0)
+            try await second.close()
         }
     }
 

@@ -149,8 +149,14 @@ extension PostgreSQLStoreDatabase {
             killed = killed.filter(gone.contains)
         }
         if !gone.isEmpty {
-            // Its shares of the hosts are free again.
+            // Its shares of the hosts are free again; what it put into the pool is counted as
+            // this member's (the rows stay there).
             try await connection.query("DELETE FROM fleetHost WHERE queue = \(queue) AND member = ANY(\(gone))", logger: logger)
+            try await connection.query(
+                """
+                WITH folded AS (DELETE FROM fleetPool WHERE queue = \(queue) AND member = ANY(\(gone)) RETURNING queue, pooled)
+                \(unescaped: countPool(from: "folded", adding: "sum(pooled)"))
+                """, logger: logger)
             // A member killed here: its lease ends now, and nothing renews it again.
             try await connection.query(
                 """
@@ -196,6 +202,16 @@ extension PostgreSQLStoreDatabase {
         return look
     }
 
+    /// Adds `adding` (an aggregate over `rows`, rows with a `queue` column: put into the pool,
+    /// or with a minus, taken out of it) to this member's count of each queue's pool, in the
+    /// statement that moved them (`fleetPool`; `haul.member` is set on every connection).
+    static func countPool(from rows: String, adding: String) -> String {
+        """
+        INSERT INTO fleetPool (queue, member, pooled) SELECT queue, current_setting('haul.member'), (\(adding))::bigint FROM \(rows)
+        GROUP BY queue ON CONFLICT (queue, member) DO UPDATE SET pooled = fleetPool.pooled + EXCLUDED.pooled
+        """
+    }
+
     /// Takes the advisory lock `name` of `queue` for the transaction under way if no other
     /// transaction holds it; false when one does (never waits).
     static func tryLock(_ name: String, of queue: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
@@ -222,7 +238,10 @@ extension PostgreSQLStoreDatabase {
         do {
             _ = try await transaction(rows: ids.count) { connection in
                 try await connection.query(
-                    "UPDATE download SET owner = '' WHERE id = ANY(\(values)) AND owner = \(member.id)", logger: logger)
+                    """
+                    WITH offered AS (UPDATE download SET owner = '' WHERE id = ANY(\(values)) AND owner = \(member.id) RETURNING queue)
+                    \(unescaped: Self.countPool(from: "offered", adding: "count(*)"))
+                    """, logger: logger)
             }
         } catch {
             throw .io("cannot offer downloads to the fleet in \(location): \(reason(error)); \(advice(error))")
@@ -237,10 +256,13 @@ extension PostgreSQLStoreDatabase {
             return try await transaction(rows: limit) { connection in
                 let claimed = try await connection.query(
                     """
-                    UPDATE download SET owner = \(member.id) WHERE id IN (
-                        SELECT id FROM download WHERE queue = \(queue) AND owner = '' AND status = \(queued)
-                        ORDER BY priority DESC, position LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                    ) RETURNING *
+                    WITH claimed AS (
+                        UPDATE download SET owner = \(member.id) WHERE id IN (
+                            SELECT id FROM download WHERE queue = \(queue) AND owner = '' AND status = \(queued)
+                            ORDER BY priority DESC, position LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                        ) RETURNING *
+                    ), counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
+                    SELECT * FROM claimed
                     """, logger: logger)
                 var rows: [DownloadRow] = []
                 for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
@@ -258,7 +280,11 @@ extension PostgreSQLStoreDatabase {
         do {
             return try await transaction(rows: ids.count) { connection in
                 let claimed = try await connection.query(
-                    "UPDATE download SET owner = \(member.id) WHERE id = ANY(\(values)) AND owner = '' RETURNING *", logger: logger)
+                    """
+                    WITH claimed AS (UPDATE download SET owner = \(member.id) WHERE id = ANY(\(values)) AND owner = '' RETURNING *),
+                    counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
+                    SELECT * FROM claimed
+                    """, logger: logger)
                 var rows: [DownloadRow] = []
                 for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
                 return rows

@@ -149,7 +149,11 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// delete, or an insert and an update), so the order between rows does not matter.
     func queries(_ statements: [StoreStatement]) throws -> [PostgresQuery] {
         guard statements.count > 1, statements.allSatisfy({ $0.batching != nil }) else {
-            return try statements.map { PostgresQuery(unsafeSQL: numbering($0.sql), binds: try Self.bindings($0.values)) }
+            return try statements.map { statement in
+                // A pooled insert counts itself into the pool's size.
+                if case .pooledInsert? = statement.batching { return try Self.pooledInsert([statement.values]) }
+                return PostgresQuery(unsafeSQL: numbering(statement.sql), binds: try Self.bindings(statement.values))
+            }
         }
         var deletes: [[DatabaseValue]] = []
         var inserts: [[DatabaseValue]] = []
@@ -174,9 +178,7 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         if !inserts.isEmpty {
             queries.append(PostgresQuery(unsafeSQL: Self.insertSQL, binds: try Self.arrays(of: inserts, DownloadRow.storedColumns)))
         }
-        if !pooledInserts.isEmpty {
-            queries.append(PostgresQuery(unsafeSQL: Self.pooledInsertSQL, binds: try Self.arrays(of: pooledInserts, DownloadRow.pooledColumns)))
-        }
+        if !pooledInserts.isEmpty { queries.append(try Self.pooledInsert(pooledInserts)) }
         for mask in masks {
             let names = RowPatch.columnNames(mask) + ["updatedAt", "id"]
             let set = names.dropLast().map { "\($0) = v.\($0)" }.joined(separator: ", ")
@@ -188,8 +190,16 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
 
     /// The writer's insert of a batch of rows, replacing those of their ids.
     static let insertSQL = insertSQL(DownloadRow.storedColumns)
-    /// The same, with an `owner` column last (the pool's, empty).
-    static let pooledInsertSQL = insertSQL(DownloadRow.pooledColumns)
+    /// The same, with an `owner` column last (the pool's, empty), counting the rows it added
+    /// (not those it replaced: a transaction tried again after its commit) into the pool's size.
+    static let pooledInsertSQL =
+        "WITH pooled AS (" + insertSQL(DownloadRow.pooledColumns) + " RETURNING queue, xmax = 0 AS added) "
+        + countPool(from: "pooled WHERE added", adding: "count(*)")
+
+    /// The writer's pooled insert of `rows` (each the values of ``DownloadRow/pooledColumns``).
+    static func pooledInsert(_ rows: [[DatabaseValue]]) throws -> PostgresQuery {
+        PostgresQuery(unsafeSQL: pooledInsertSQL, binds: try arrays(of: rows, DownloadRow.pooledColumns))
+    }
 
     private static func insertSQL(_ columns: [String]) -> String {
         "INSERT INTO download (" + columns.joined(separator: ", ") + ") SELECT * FROM " + unnest(columns)
