@@ -414,6 +414,8 @@ struct PostgreSQLStoreTests {
             let requests = (0..<300).map { DownloadRequest(url: "http://127.0.0.1:9/f\($0).bin", directory: dir.file("downloads")) }
             let added = try await manager.add(contentsOf: requests)
             #expect(added.allSatisfy { (try? $0.get()) != nil })
+            // A kill costs the fleet at most the `-j` transferring and the `-j` being put in place.
+            #expect(await manager.maxCommitting == 1)
             await manager.shutdown()
             try await downloader.shutdown()
             let pooled = try await other.fetch("SELECT count(*) AS n FROM download WHERE owner = ''") { $0["n"] as Int64 }

@@ -77,11 +77,13 @@ extension DownloadManager {
 
     /// Brings the rows the store holds for this member and the book does not into the book (taken
     /// over, or missed by an earlier look), but not the downloads removed since the look began.
-    /// On a failure, the next look tries again.
+    /// Their ids first: only the rows the book lacks are read (most of a member's are in its
+    /// book, and a row costs far more to read than its id). On a failure, the next look tries again.
     private func loadHeldRows(reloading: Bool) async throws(DownloadError) {
         heldRowsToLoad = false
         do {
-            let rows = try await store.heldRows(queue: queue)
+            let missing = try await store.heldIDs(queue: queue).filter { !book.entries.contains($0) && !removedWhileLooking.contains($0) }
+            let rows = missing.isEmpty ? [] : try await store.heldRows(queue: queue, ids: missing)
             guard !isShutDown else { return }
             let inserted = insertRestored(rows.filter { !removedWhileLooking.contains($0.id) })
             linkDependencies(of: inserted)
@@ -130,6 +132,13 @@ extension DownloadManager {
     private var holdsSurplus: Bool {
         fleetOthers > 0 && startable > fleetKeep * 2 && !isShutDown && storeFailure == nil
     }
+
+    /// Past this many downloads committing (every byte in, the file being put in place), no new
+    /// one starts: ``DownloadBook/maxCommitting``, but `-j` in a fleet. A member killed loses the
+    /// files it received and had not put in place yet, and the member taking its downloads over
+    /// fetches them again; with at most `-j` of them besides the `-j` transferring, a kill costs
+    /// the fleet at most `2 × -j` files sent twice.
+    var maxCommitting: Int { store.database.isShared ? max(1, maxConcurrent) : DownloadBook.maxCommitting }
 
     /// Claims queued downloads offered by the fleet while fewer than `2 × -j` are ready here,
     /// up to `4 × -j`; one claim at a time. The pool is asked again at once after a full batch

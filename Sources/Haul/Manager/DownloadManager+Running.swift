@@ -64,7 +64,7 @@ extension DownloadManager {
             return
         }
         startUploads()
-        perform(book.schedule(maxConcurrent: maxConcurrent - uploadBook.running, hosts: hosts))
+        perform(book.schedule(maxConcurrent: maxConcurrent - uploadBook.running, hosts: hosts, maxCommitting: maxCommitting))
         // A download of a higher priority that held an upload back may have been set aside for
         // want of a connection to its host: the slot it left is the upload's.
         startUploads()

@@ -40,7 +40,7 @@ extension DownloadManager {
         }
         let running = book.transferring + uploadBook.running
         if running >= maxConcurrent { return .slot(running: running, limit: maxConcurrent) }
-        if book.committing >= DownloadBook.maxCommitting { return .writing(pending: book.committing, limit: DownloadBook.maxCommitting) }
+        if book.committing >= maxCommitting { return .writing(pending: book.committing, limit: maxCommitting) }
         if hosts.available(entry.host) == 0 { return .host(entry.host, limit: hosts.limit) }
         return .starting
     }

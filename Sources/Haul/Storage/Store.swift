@@ -133,6 +133,30 @@ final class Store: Sendable {
             "SELECT * FROM download WHERE queue = ?\(held.sql) ORDER BY priority DESC, position", [queue.databaseValue] + held.values)
     }
 
+    /// The ids of the rows of `queue` this store holds (``heldRows(queue:)``'s, without the rows).
+    func heldIDs(queue: String) async throws(DownloadError) -> [DownloadID] {
+        let held = database.heldCondition
+        return try await fetch("SELECT id FROM download WHERE queue = ?\(held.sql)", [queue.databaseValue] + held.values) {
+            DownloadID(rawValue: UInt64(bitPattern: $0["id"] as Int64))
+        }
+    }
+
+    /// Those of `ids` among the rows of `queue` this store holds, a few hundred ids a query.
+    func heldRows(queue: String, ids: [DownloadID]) async throws(DownloadError) -> [DownloadRow] {
+        let held = database.heldCondition
+        var rows: [DownloadRow] = []
+        var start = 0
+        while start < ids.count {
+            let chunk = ids[start..<min(start + 500, ids.count)]
+            start += chunk.count
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+            rows += try await downloads(
+                "SELECT * FROM download WHERE queue = ?\(held.sql) AND id IN (\(marks))",
+                [queue.databaseValue] + held.values + chunk.map(\.storedValue.databaseValue))
+        }
+        return rows
+    }
+
     /// Makes this store a member of `queue` (``StoreDatabase/join(_:)``).
     @discardableResult
     func join(_ queue: String) async throws(DownloadError) -> FleetLook {
