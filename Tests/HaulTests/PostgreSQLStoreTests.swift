@@ -491,6 +491,59 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// `pauseAll()` returns once the offer under way has put its rows in the pool (here held up
+    /// by a lock on one of them): the daemon's pauseAll then claims them back, and none is left
+    /// waiting there while the rest of the queue is paused.
+    @Test func pauseAllReturnsOnceTheOfferUnderWayIsInThePool() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                // It holds the one slot without a byte (nothing of it to save when it stops).
+                var slow = Route(content: testBytes(1 << 10, seed: 7))
+                slow.answerDelay = .seconds(30)
+                server.serve("/slow.bin", slow)
+                var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
+                configuration.store = try StoreLocation(parsing: postgres.url())
+                let downloader = try Downloader(configuration)
+                let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
+                try await manager.restore()
+                // Alone, it keeps them all: the slow one runs, the others wait.
+                let urls = [server.url("/slow.bin")] + (1..<40).map { server.url("/q\($0).bin") }
+                let added = try await manager.add(contentsOf: urls.map { DownloadRequest(url: $0, directory: dir.file("downloads")) })
+                let last = try #require(try added.last?.get())
+                for _ in 0..<100 where try postgres.query("SELECT count(*) FROM download") != "40" {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                let locker = try Self.store(postgres)
+                let database = try #require(locker.database as? PostgreSQLStoreDatabase)
+                let lock = Task {
+                    try await database.transaction(rows: 0) { connection in
+                        try await connection.query("SELECT id FROM download WHERE id = \(last.storedValue) FOR UPDATE", logger: Logger(label: "test"))
+                        try await connection.query("SELECT pg_sleep(1.5)", logger: Logger(label: "test"))
+                    }
+                }
+                // Another member joins: the first offers its surplus, and the offer waits for the lock.
+                let other = try Self.store(postgres)
+                try await other.join("daemon")
+                var waiting = ""
+                for _ in 0..<150 where waiting != "1" {
+                    try await Task.sleep(for: .milliseconds(20))
+                    waiting = try postgres.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%offered%'")
+                }
+                #expect(waiting == "1", "an offer waiting for the lock")
+                await manager.pauseAll()
+                let pooled = try postgres.query("SELECT count(*) FROM download WHERE owner = ''")
+                #expect(Int(pooled) ?? 0 > 0, "offered when pauseAll returned: \(pooled)")
+                try await lock.value
+                await manager.shutdown()
+                try await downloader.shutdown()
+                try await locker.close()
+                try await other.close()
+            }
+        }
+    }
+
     /// Downloads one member offers are claimed by the others in queue order, each by one member
     /// only, however many claim at once; a member that left is no longer counted as live.
     @Test func offeredDownloadsAreClaimedInQueueOrderEachByOneMember() async throws {

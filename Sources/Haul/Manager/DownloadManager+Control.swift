@@ -88,6 +88,9 @@ extension DownloadManager {
         for id in uploadIDs([.running]) { await pauseUpload(id) }
         for id in running { await stopped(id) }
         schedule()
+        // In a fleet, what this member was putting into the pool is there when this returns:
+        // the daemon's pauseAll claims the pool again once every member has paused.
+        await settleOffers()
     }
 
     /// Queues every paused download again, in queue order.

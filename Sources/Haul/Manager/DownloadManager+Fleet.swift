@@ -252,6 +252,17 @@ extension DownloadManager {
         return book.index.startable(before: key) >= fleetKeep
     }
 
+    /// Waits for the offer under way to end, then for the writer to write what it holds (rows
+    /// pooled with their insert among it): what this member was putting into the pool is in it
+    /// when this returns. Nothing outside a fleet.
+    func settleOffers() async {
+        guard store.database.isShared else { return }
+        while offering { await withCheckedContinuation { offerWaiters.append($0) } }
+        do throws(DownloadError) { try await store.flush() } catch {
+            // The store says why at its next write.
+        }
+    }
+
     /// Offers `ids`, handed over and written, to the pool.
     private func offer(_ ids: [ID]) async throws(DownloadError) {
         guard !ids.isEmpty else { return }

@@ -128,7 +128,15 @@ public actor DownloadManager {
     /// A claim from the fleet's pool, or an offer to it, is under way (``claimFromPool()``,
     /// ``offerSurplus()``).
     var claiming = false
-    var offering = false
+    var offering = false {
+        didSet {
+            guard !offering else { return }
+            for waiter in offerWaiters { waiter.resume() }
+            offerWaiters = []
+        }
+    }
+    /// Waiting for the offer under way to end (``settleOffers()``).
+    var offerWaiters: [CheckedContinuation<Void, Never>] = []
     /// The last claim filled its batch, or a look is due: the pool may hold more.
     var poolMayHaveRows = true
     /// Downloads claimed from the pool and offered to it, since this manager started.
