@@ -250,6 +250,31 @@ struct PostgreSQLStoreTests {
         DownloadRow(id: DownloadID(rawValue: id), queue: queue, request: DownloadRequest(url: "http://a.example/\(id)", file: "/w/\(id)"))
     }
 
+    /// A transaction of another connection that runs `sql` (which takes a lock) and holds it
+    /// for 1.5 s; close the store once the task is done.
+    static func holdingLock(_ postgres: PostgresServer, _ sql: String) throws -> (Store, Task<Void, any Error>) {
+        let locker = try store(postgres)
+        guard let database = locker.database as? PostgreSQLStoreDatabase else { throw DownloadError.io("not a server") }
+        let task = Task {
+            try await database.transaction(rows: 0) { connection in
+                try await connection.query(PostgresQuery(unsafeSQL: sql), logger: Logger(label: "test"))
+                try await connection.query("SELECT pg_sleep(1.5)", logger: Logger(label: "test"))
+            }
+        }
+        return (locker, task)
+    }
+
+    /// Whether a statement whose text has `text` came to wait for a lock within 3 s.
+    static func waitsForALock(_ postgres: PostgresServer, _ text: String) async throws -> Bool {
+        for _ in 0..<150 {
+            if try postgres.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%\(text)%'") == "1" {
+                return true
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
     static func held(_ store: Store, queue: String = "daemon") async throws -> Set<UInt64> {
         Set(try await store.heldRows(queue: queue).map(\.id.rawValue))
     }
@@ -452,27 +477,13 @@ struct PostgreSQLStoreTests {
             }
             try await other.flush()
             // Writes to the table wait for this transaction; reads do not.
-            let locker = try Self.store(postgres)
-            let database = try #require(locker.database as? PostgreSQLStoreDatabase)
-            let lock = Task {
-                try await database.transaction(rows: 0) { connection in
-                    try await connection.query("LOCK TABLE download IN SHARE MODE", logger: Logger(label: "test"))
-                    try await connection.query("SELECT pg_sleep(1.5)", logger: Logger(label: "test"))
-                }
-            }
+            let (locker, lock) = try Self.holdingLock(postgres, "LOCK TABLE download IN SHARE MODE")
             var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
             configuration.store = try StoreLocation(parsing: postgres.url())
             let downloader = try Downloader(configuration)
             let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
             let restoring = Task { try await manager.restore() }
-            // Until the member's claim waits for the lock.
-            var waiting = ""
-            for _ in 0..<100 where waiting != "1" {
-                try await Task.sleep(for: .milliseconds(20))
-                waiting = try postgres.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'")
-            }
-            #expect(waiting == "1", "a claim waiting for the lock")
+            #expect(try await Self.waitsForALock(postgres, "SKIP LOCKED"), "a claim waiting for the lock")
             await manager.pauseAll()
             try await lock.value
             try await restoring.value
@@ -515,23 +526,11 @@ struct PostgreSQLStoreTests {
                 for _ in 0..<100 where try postgres.query("SELECT count(*) FROM download") != "40" {
                     try await Task.sleep(for: .milliseconds(20))
                 }
-                let locker = try Self.store(postgres)
-                let database = try #require(locker.database as? PostgreSQLStoreDatabase)
-                let lock = Task {
-                    try await database.transaction(rows: 0) { connection in
-                        try await connection.query("SELECT id FROM download WHERE id = \(last.storedValue) FOR UPDATE", logger: Logger(label: "test"))
-                        try await connection.query("SELECT pg_sleep(1.5)", logger: Logger(label: "test"))
-                    }
-                }
+                let (locker, lock) = try Self.holdingLock(postgres, "SELECT id FROM download WHERE id = \(last.storedValue) FOR UPDATE")
                 // Another member joins: the first offers its surplus, and the offer waits for the lock.
                 let other = try Self.store(postgres)
                 try await other.join("daemon")
-                var waiting = ""
-                for _ in 0..<150 where waiting != "1" {
-                    try await Task.sleep(for: .milliseconds(20))
-                    waiting = try postgres.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%offered%'")
-                }
-                #expect(waiting == "1", "an offer waiting for the lock")
+                #expect(try await Self.waitsForALock(postgres, "offered"), "an offer waiting for the lock")
                 await manager.pauseAll()
                 let pooled = try postgres.query("SELECT count(*) FROM download WHERE owner = ''")
                 #expect(Int(pooled) ?? 0 > 0, "offered when pauseAll returned: \(pooled)")
