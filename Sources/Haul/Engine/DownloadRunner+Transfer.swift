@@ -412,7 +412,8 @@ extension DownloadRunner {
         if store.writer.isInserting(id) { try await store.flush() }
         // A store that failed may have lost the insert: no file without its row.
         if let failure = store.writer.failure { throw failure }
-        let committed = try await committer.commit(transfer.part, to: path, replacing: request.overwrite || replacing)
+        let committed = try await committer.commit(
+            transfer.part, to: path, replacing: request.overwrite || replacing, waitingAtMost: committingAtMost)
         store.writer.update(id, .finished(path: committed.path, bytes: total, fileModified: committed.modified))
         report(&transfer, at: .now)
         return DownloadResult(path: committed.path, bytes: total, bytesFetched: transfer.fetched, wasAlreadyComplete: false)

@@ -29,6 +29,9 @@ struct DownloadRunner: Sendable {
     let events: RunEvents
     /// The request was checked when it was added (a manager's); else the run checks it.
     var validated = false
+    /// How many of its owner's downloads may be waiting at once for their files to be put in
+    /// place (a manager's bound): the committer writes a batch that holds that many at once.
+    var committingAtMost = Int.max
 
     /// Callbacks from a run to whoever owns it.
     struct RunEvents: Sendable {

@@ -284,9 +284,11 @@ public final class Downloader: Sendable {
     ///   - validated: the request was checked already (a manager checks it when it is added).
     ///   - limiter: the download's own rate limit, for a caller that changes it while the
     ///     attempt runs; by default one made from the request's ``DownloadRequest/rateLimit``.
+    ///   - committingAtMost: how many of the caller's downloads may be waiting at once for
+    ///     their files to be put in place (a manager's bound).
     func runner(
         _ request: DownloadRequest, id: DownloadID, revalidate: Bool = false, lease: (any ConnectionLease)? = nil,
-        validated: Bool = false, limiter: RateLimiter? = nil, events: DownloadRunner.RunEvents
+        validated: Bool = false, limiter: RateLimiter? = nil, committingAtMost: Int = .max, events: DownloadRunner.RunEvents
     ) -> DownloadRunner {
         var logger = configuration.logger
         // Only where something is logged: setting metadata copies the logger's dictionary.
@@ -298,6 +300,7 @@ public final class Downloader: Sendable {
             clock: configuration.clock, random: configuration.random,
             limiters: limiters.compactMap { $0 }, lease: lease, logger: logger, observer: configuration.observer, events: events)
         runner.validated = validated
+        runner.committingAtMost = committingAtMost
         return runner
     }
 

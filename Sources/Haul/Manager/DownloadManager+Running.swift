@@ -107,7 +107,7 @@ extension DownloadManager {
         let limiter = downloader.limiter(request.rateLimit)
         let runner = downloader.runner(
             request, id: id, revalidate: revalidate, lease: HostLease(connections: hosts),
-            validated: true, limiter: limiter, events: runEvents)
+            validated: true, limiter: limiter, committingAtMost: maxCommitting, events: runEvents)
         let standIn = attemptRunner
         let (events, asked) = (runEvents, request)
         let task = AttemptHandle.start { [weak self] _ in

@@ -23,14 +23,32 @@ final class FileCommitter: Sendable {
     private struct State {
         var pending: [Entry] = []
         var working = false
+        /// The fewest files that the callers of the pending ones can have waiting here at once
+        /// (``commit(_:to:replacing:waitingAtMost:)``): a batch that holds that many waits for
+        /// no more, since no other file of theirs can come until some of these are in place.
+        var full = Int.max
+        /// The committer's thread is waiting for company; the file that fills the batch wakes it.
+        var lingering = false
+    }
+
+    /// How a wait for company ended (``init(linger:lingered:)``).
+    enum LingerEnd: Sendable, Equatable {
+        /// The batch held as many files as could come.
+        case full
+        /// ``linger`` went by.
+        case timedOut
     }
 
     private let state = Mutex(State())
-    /// Waits out ``linger`` on the committer's thread (a test watches when it is called).
-    private let waitForCompany: @Sendable () -> Void
+    /// Signalled by the file that fills a batch while the committer's thread lingers.
+    private let company = DispatchSemaphore(value: 0)
+    private let lingerTime: Duration
+    /// Told how each wait for company ended (a test watches).
+    private let lingered: @Sendable (LingerEnd) -> Void
 
-    init(waitForCompany: @escaping @Sendable () -> Void = { usleep(UInt32(FileCommitter.linger.components.attoseconds / 1_000_000_000_000)) }) {
-        self.waitForCompany = waitForCompany
+    init(linger: Duration = FileCommitter.linger, lingered: @escaping @Sendable (LingerEnd) -> Void = { _ in }) {
+        self.lingerTime = linger
+        self.lingered = lingered
     }
 
     /// Where a finished file ended up, and its modification time (to recognise it later as
@@ -47,18 +65,25 @@ final class FileCommitter: Sendable {
     /// as one found before the download started. The same bytes count as this download and
     /// stay as they are; different ones are stepped around (`name.1.ext`, as for rule 4).
     ///
+    /// - Parameter waitingAtMost: how many files the caller can have waiting here at once,
+    ///   this one included (a manager's bound on the downloads being put in place): a batch
+    ///   that holds that many is written without waiting out the rest of ``linger``.
     /// - Throws: ``DownloadError`` (``DownloadError/Kind/io``) when the flush or the rename
     ///   fails, or when a file appeared at the destination of a named part file meanwhile and
     ///   `replacing` is false (the download then stays in the part file).
-    func commit(_ part: PartFile, to destination: String, replacing: Bool) async throws(DownloadError) -> Committed {
+    func commit(_ part: PartFile, to destination: String, replacing: Bool, waitingAtMost: Int = .max) async throws(DownloadError) -> Committed {
         // Not cancellable: once asked, the rename happens or fails; a pause cannot leave it half done.
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Committed, DownloadError>, Never>) in
-            let start: Bool = state.withLock { state in
+            let (start, wake): (Bool, Bool) = state.withLock { state in
                 state.pending.append(Entry(part: part, destination: destination, replacing: replacing, done: continuation))
-                guard !state.working else { return false }
+                state.full = min(state.full, max(1, waitingAtMost))
+                let wake = state.lingering && state.pending.count >= state.full
+                if wake { state.lingering = false }
+                guard !state.working else { return (false, wake) }
                 state.working = true
-                return true
+                return (true, wake)
             }
+            if wake { company.signal() }
             // Blocking calls: on a thread of the I/O pool, not one of the few the tasks run on.
             if start { NIOThreadPool.singleton.submit { _ in self.drain() } }
         }
@@ -68,6 +93,27 @@ final class FileCommitter: Sendable {
     /// How long a batch waits for more files to join it while files keep coming: a flush costs
     /// about as much for one file as for fifty.
     static let linger: Duration = .milliseconds(5)
+
+    /// Waits out ``linger``, or until the batch holds as many files as could come (a manager
+    /// that bounds the downloads being put in place starts no other until some are: waiting
+    /// longer would only hold them all up). Blocking, on the committer's thread.
+    private func waitForCompany() {
+        let waits = state.withLock { state in
+            state.lingering = state.pending.count < state.full
+            return state.lingering
+        }
+        guard waits else { return lingered(.full) }
+        let nanoseconds = lingerTime.components.seconds * 1_000_000_000 + lingerTime.components.attoseconds / 1_000_000_000
+        if company.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success { return lingered(.full) }
+        // Timed out; a file that filled the batch meanwhile has signalled, or is about to:
+        // taken here, so that the next wait does not end at once.
+        let signalled = state.withLock { state in
+            defer { state.lingering = false }
+            return !state.lingering
+        }
+        if signalled { company.wait() }
+        lingered(signalled ? .full : .timedOut)
+    }
 
     /// Writes batches until nothing is pending.
     ///
@@ -86,7 +132,7 @@ final class FileCommitter: Sendable {
                     state.working = false
                     return []
                 }
-                defer { state.pending = [] }
+                defer { (state.pending, state.full) = ([], .max) }
                 return state.pending
             }
             if batch.isEmpty { return }
