@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HaulTestSupport
 import Testing
 
@@ -176,6 +177,19 @@ import Testing
             #expect(stderr.contains("read-only"), "\(stderr)")
             #expect(!stderr.contains("free some space"), "\(stderr)")
             #expect(stderr.contains("--state-dir"), "\(stderr)")
+        }
+    }
+
+    /// A record missing a value every download has (written by hand, or by another program) is
+    /// a store error, said as such, not a crash of the process reading it.
+    @Test func aRecordWithoutARequiredValueIsAnErrorNotACrash() throws {
+        let row = DownloadRow(id: DownloadID(rawValue: 3), queue: "q", request: DownloadRequest(url: "http://a.example/f", file: "/w/f"))
+        var values = Dictionary(uniqueKeysWithValues: zip(DownloadRow.storedColumns, try row.storedValues()))
+        #expect(try DownloadRow(row: Row(values)).request.url == "http://a.example/f")
+        for column in ["id", "url", "request", "priority", "createdAt"] {
+            values = Dictionary(uniqueKeysWithValues: zip(DownloadRow.storedColumns, try row.storedValues()))
+            values[column] = .some(nil)
+            #expect(throws: DatabaseError.self, "\(column)") { try DownloadRow(row: Row(values)) }
         }
     }
 }

@@ -158,7 +158,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     }
 
     init(row: Row) throws {
-        try self.init(row: row, at: try ColumnIndexes(row))
+        try self.init(row, at: try ColumnIndexes(names: row.columnNames))
     }
 
     /// Where each column is in the rows of one result: found by name once for all of them. (GRDB
@@ -170,10 +170,10 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         var acceptsRanges = 0, ranges = 0, unsynced = 0, sourceValidators = 0, resultBytes = 0, fileModified = 0
         var errorKind = 0, lastError = 0, errorReason = 0, createdAt = 0, updatedAt = 0, sources = 0
 
-        /// Throws when `row` lacks one of the table's columns.
-        init(_ row: Row) throws {
-            var index: [String: Int] = Dictionary(minimumCapacity: row.count)
-            for (offset, name) in row.columnNames.enumerated() {
+        /// Throws when `names` (a result's columns, in order) lack one of the table's columns.
+        init(names: some Collection<String>) throws {
+            var index: [String: Int] = Dictionary(minimumCapacity: names.count)
+            for (offset, name) in names.enumerated() {
                 // PostgreSQL's names are lowercase already: no copy of them.
                 let key = name.utf8.contains(where: { (65...90).contains($0) }) ? name.lowercased() : name
                 if index[key] == nil { index[key] = offset }
@@ -206,42 +206,46 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
         return { row in
             let indexes = try found.indexes.withLock { known in
                 if let known { return known }
-                let made = try ColumnIndexes(row)
+                let made = try ColumnIndexes(names: row.columnNames)
                 known = made
                 return made
             }
-            return try DownloadRow(row: row, at: indexes)
+            return try DownloadRow(row, at: indexes)
         }
     }
 
-    /// The row from `row`, whose columns are where `columns` says. (Each read names its type, so
-    /// that GRDB reads it straight from the statement.)
-    init(row: Row, at columns: ColumnIndexes) throws {
-        id = DownloadID(stored: row[columns.id] as Int64)
-        queue = row[columns.queue] as String?
+    /// The row from `row`, whose columns are where `columns` says.
+    init(_ row: some StoredColumns, at columns: ColumnIndexes) throws {
+        func required<T>(_ value: T?, _ name: String) throws -> T {
+            guard let value else { throw DatabaseError(message: "the download row has no \(name)") }
+            return value
+        }
+        id = DownloadID(stored: try required(row.int64(at: columns.id), "id"))
+        queue = try row.text(at: columns.queue)
         request = try Self.request(
-            options: row[columns.request] as String, url: row[columns.url] as String, sources: row[columns.sources] as String? ?? "",
-            destinationKind: row[columns.destinationKind] as Int, destination: row[columns.destination] as String)
-        priority = row[columns.priority] as Int
-        position = row[columns.position] as Int64
-        dependencies = (row[columns.dependencies] as String? ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
-        status = (row[columns.status] as Int?).flatMap(DownloadStatus.init(storedValue:)) ?? .queued
-        finishOrder = row[columns.finishOrder] as Int64?
-        path = row[columns.path] as String?
-        totalLength = row[columns.totalLength] as Int64?
-        validators = Validators(etag: row[columns.etag] as String?, lastModified: row[columns.lastModified] as String?)
-        acceptsRanges = row[columns.acceptsRanges] as Bool? ?? false
-        // Read as text and parsed here: through GRDB's `DatabaseValue`, a copy more each row.
-        ranges = (row[columns.ranges] as String?).flatMap(ByteRanges.init(parsing:)) ?? ByteRanges()
-        unsynced = Self.unsynced(stored: row[columns.unsynced] as String?)
-        sourceValidators = Self.sourceValidators(stored: row[columns.sourceValidators] as String?)
-        resultBytes = row[columns.resultBytes] as Int64?
-        fileModified = row[columns.fileModified] as Double?
-        errorKind = (row[columns.errorKind] as Int?).map(DownloadError.Kind.init(storedValue:))
-        lastError = row[columns.lastError] as String?
-        errorReason = (row[columns.errorReason] as String?).flatMap(DownloadError.Reason.init(storedName:))
-        createdAt = Date(timeIntervalSince1970: row[columns.createdAt] as Double)
-        updatedAt = Date(timeIntervalSince1970: row[columns.updatedAt] as Double)
+            options: try required(row.text(at: columns.request), "request"), url: try required(row.text(at: columns.url), "url"),
+            sources: try row.text(at: columns.sources) ?? "",
+            destinationKind: Int(try required(row.int64(at: columns.destinationKind), "destinationKind")),
+            destination: try required(row.text(at: columns.destination), "destination"))
+        priority = Int(try required(row.int64(at: columns.priority), "priority"))
+        position = try required(row.int64(at: columns.position), "position")
+        dependencies = (try row.text(at: columns.dependencies) ?? "").split(separator: ",").compactMap { DownloadID(String($0)) }
+        status = try row.int64(at: columns.status).flatMap { DownloadStatus(storedValue: Int($0)) } ?? .queued
+        finishOrder = try row.int64(at: columns.finishOrder)
+        path = try row.text(at: columns.path)
+        totalLength = try row.int64(at: columns.totalLength)
+        validators = Validators(etag: try row.text(at: columns.etag), lastModified: try row.text(at: columns.lastModified))
+        acceptsRanges = try row.int64(at: columns.acceptsRanges).map { $0 != 0 } ?? false
+        ranges = try row.text(at: columns.ranges).flatMap(ByteRanges.init(parsing:)) ?? ByteRanges()
+        unsynced = Self.unsynced(stored: try row.text(at: columns.unsynced))
+        sourceValidators = Self.sourceValidators(stored: try row.text(at: columns.sourceValidators))
+        resultBytes = try row.int64(at: columns.resultBytes)
+        fileModified = try row.double(at: columns.fileModified)
+        errorKind = try row.int64(at: columns.errorKind).map { DownloadError.Kind(storedValue: Int($0)) }
+        lastError = try row.text(at: columns.lastError)
+        errorReason = try row.text(at: columns.errorReason).flatMap(DownloadError.Reason.init(storedName:))
+        createdAt = Date(timeIntervalSince1970: try required(row.double(at: columns.createdAt), "createdAt"))
+        updatedAt = Date(timeIntervalSince1970: try required(row.double(at: columns.updatedAt), "updatedAt"))
     }
 
     /// Every byte the part file holds by this row's record, as a rerun in this boot trusts it.
@@ -397,4 +401,20 @@ extension ResumeToken {
         sourceValidators = row.sourceValidators.isEmpty ? nil : row.sourceValidators
         pieces = row.request.pieces
     }
+}
+
+/// A row of a result as ``DownloadRow`` reads it: each column at its place, in the type the
+/// table keeps it in. SQLite's are GRDB's `Row`s; PostgreSQL's are read from PostgresNIO's rows
+/// as they come (``PostgresColumns``), without making a `Row` of each first.
+protocol StoredColumns {
+    func int64(at index: Int) throws -> Int64?
+    func double(at index: Int) throws -> Double?
+    func text(at index: Int) throws -> String?
+}
+
+extension Row: StoredColumns {
+    // Each read names its type, so that GRDB reads it straight from the statement.
+    func int64(at index: Int) -> Int64? { self[index] }
+    func double(at index: Int) -> Double? { self[index] }
+    func text(at index: Int) -> String? { self[index] }
 }

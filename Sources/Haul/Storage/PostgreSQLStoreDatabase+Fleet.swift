@@ -264,9 +264,7 @@ extension PostgreSQLStoreDatabase {
                     ), counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
                     SELECT * FROM claimed
                     """, logger: logger)
-                var rows: [DownloadRow] = []
-                for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
-                return rows
+                return try await PostgresColumns.downloads(claimed)
             }
         } catch {
             throw .io("cannot claim downloads of the fleet in \(location): \(reason(error)); \(advice(error))")
@@ -285,9 +283,7 @@ extension PostgreSQLStoreDatabase {
                     counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
                     SELECT * FROM claimed
                     """, logger: logger)
-                var rows: [DownloadRow] = []
-                for try await row in claimed { rows.append(try DownloadRow(row: try Self.row(row))) }
-                return rows
+                return try await PostgresColumns.downloads(claimed)
             }
         } catch {
             throw .io("cannot claim downloads of the fleet in \(location): \(reason(error)); \(advice(error))")

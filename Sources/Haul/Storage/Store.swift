@@ -45,7 +45,17 @@ final class Store: Sendable {
     func fetchCommitted<T: Sendable>(
         _ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T
     ) async throws(DownloadError) -> [T] {
-        do { return try await database.fetch(sql, values, decode) } catch is CancellationError {
+        try await reading { try await database.fetch(sql, values, decode) }
+    }
+
+    /// The download rows `sql` selects (every column) as last committed.
+    private func committedDownloads(_ sql: String, _ values: [DatabaseValue]) async throws(DownloadError) -> [DownloadRow] {
+        try await reading { try await database.fetchDownloads(sql, values) }
+    }
+
+    /// Runs `read`, its failure said as the store's.
+    private func reading<T>(_ read: () async throws -> T) async throws(DownloadError) -> T {
+        do { return try await read() } catch is CancellationError {
             // A pause or cancel arrived while waiting for the store; nothing failed.
             throw .cancelled
         } catch let failure as StoreOpenFailure {
@@ -57,7 +67,8 @@ final class Store: Sendable {
 
     /// The downloads `sql` selects.
     private func downloads(_ sql: String, _ values: [DatabaseValue]) async throws(DownloadError) -> [DownloadRow] {
-        try await fetch(sql, values, DownloadRow.decoder(sameOrder: database.rowsKeepColumnOrder))
+        try await writer.flush()
+        return try await committedDownloads(sql, values)
     }
 
     func row(_ id: DownloadID) async throws(DownloadError) -> DownloadRow? {
@@ -68,7 +79,7 @@ final class Store: Sendable {
     /// store (``fetch(_:_:)`` flushes them first, which cuts the writer's group commit short: a
     /// page polling a download's pieces every second would add a commit a second).
     func committedRow(_ id: DownloadID) async throws(DownloadError) -> DownloadRow? {
-        try await fetchCommitted("SELECT * FROM download WHERE id = ?", [id.storedValue.databaseValue]) { try DownloadRow(row: $0) }.first
+        try await committedDownloads("SELECT * FROM download WHERE id = ?", [id.storedValue.databaseValue]).first
     }
 
     /// The rows that have written (or finished) the file at `path`, newest first.
@@ -108,9 +119,8 @@ final class Store: Sendable {
         while start < list.count {
             let chunk = list[start..<min(list.count, start + 500)]
             let marks = chunk.map { _ in "?" }.joined(separator: ", ")
-            rows += try await fetchCommitted(
-                "SELECT * FROM download WHERE queue = ? AND destination IN (\(marks))",
-                [queue.databaseValue] + chunk.map(\.databaseValue), DownloadRow.decoder(sameOrder: database.rowsKeepColumnOrder))
+            rows += try await committedDownloads(
+                "SELECT * FROM download WHERE queue = ? AND destination IN (\(marks))", [queue.databaseValue] + chunk.map(\.databaseValue))
             start += 500
         }
         return rows

@@ -49,6 +49,9 @@ protocol StoreDatabase: Sendable {
     /// any case).
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T]
 
+    /// The download rows `sql` selects (every column of `download`).
+    func fetchDownloads(_ sql: String, _ values: [DatabaseValue]) async throws -> [DownloadRow]
+
     /// Whether the rows ``fetch(_:_:_:)`` gives for one query all hold their columns in one
     /// order, so that a decoder may find them once (SQLite's, a statement's rows); false where
     /// each row is made from a dictionary, in any order (PostgreSQL's).
@@ -143,6 +146,10 @@ extension StoreDatabase {
     var isShared: Bool { false }
 
     var rowsKeepColumnOrder: Bool { false }
+
+    func fetchDownloads(_ sql: String, _ values: [DatabaseValue]) async throws -> [DownloadRow] {
+        try await fetch(sql, values, DownloadRow.decoder(sameOrder: rowsKeepColumnOrder))
+    }
 
     func join(_ queue: String) async throws(DownloadError) -> FleetLook { FleetLook() }
 
