@@ -40,7 +40,8 @@ struct StoreOpenFailure: Error {
 ///
 /// The store speaks to both in the SQL they share, with `?` placeholders; what differs (an upsert,
 /// the errors' words) is asked of the database. Rows come back as GRDB's `Row`, so each record
-/// decodes the same way from either.
+/// decodes the same way from either; download rows, the many, as ``StoredColumns``
+/// (``fetchDownloads(_:_:)``).
 protocol StoreDatabase: Sendable {
     /// Where the records are, for messages: a file's path, or a server's URL without its password.
     var location: String { get }
