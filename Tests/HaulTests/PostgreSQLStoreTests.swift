@@ -423,7 +423,7 @@ struct PostgreSQLStoreTests {
 
     /// A member alone lets as many finished downloads wait to be put in place as one daemon on
     /// SQLite does (held to `-j`, one daemon on PostgreSQL took 5.0 s for 20,000 small files
-    /// instead of 3.6 s); `-j` from the look that finds another member live, whose taking over
+    /// instead of 4.1 s); `-j` from the look that finds another member live, whose taking over
     /// after a kill would fetch them again.
     @Test func aMemberAloneBoundsWhatWaitsToBePutInPlaceAsOneDaemonDoes() async throws {
         try await PostgresServer.with { postgres in
