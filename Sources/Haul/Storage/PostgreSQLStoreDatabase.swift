@@ -126,22 +126,25 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     // MARK: Statements
 
     func fetch<T: Sendable>(_ sql: String, _ values: [DatabaseValue], _ decode: @escaping @Sendable (Row) throws -> T) async throws -> [T] {
-        let query = PostgresQuery(unsafeSQL: numbering(sql), binds: try Self.bindings(values))
-        let logger = logger
-        // A read of a whole queue (a restore) may take a while: as long as 3000 rows written.
-        return try await retrying(on: reader, rows: 3000) { connection in
+        try await read(sql, values) { result in
             var rows: [T] = []
-            for try await row in try await connection.query(query, logger: logger) { rows.append(try decode(try Self.row(row))) }
+            for try await row in result { rows.append(try decode(try Self.row(row))) }
             return rows
         }
     }
 
     func fetchDownloads(_ sql: String, _ values: [DatabaseValue]) async throws -> [DownloadRow] {
+        try await read(sql, values) { try await PostgresColumns.downloads($0) }
+    }
+
+    /// Runs the query `sql` on the reading connection and makes `T` of its rows.
+    private func read<T: Sendable>(
+        _ sql: String, _ values: [DatabaseValue], _ rows: @escaping @Sendable (PostgresRowSequence) async throws -> T
+    ) async throws -> T {
         let query = PostgresQuery(unsafeSQL: numbering(sql), binds: try Self.bindings(values))
         let logger = logger
-        return try await retrying(on: reader, rows: 3000) { connection in
-            try await PostgresColumns.downloads(try await connection.query(query, logger: logger))
-        }
+        // A read of a whole queue (a restore) may take a while: as long as 3000 rows written.
+        return try await retrying(on: reader, rows: 3000) { connection in try await rows(try await connection.query(query, logger: logger)) }
     }
 
     func write(_ statements: [StoreStatement]) async throws {
@@ -424,57 +427,6 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             }
         }
         return Row(columns)
-    }
-}
-
-/// A PostgreSQL row as ``DownloadRow`` reads it, integers and floats as either: what GRDB's
-/// `Row` would give for the same values.
-struct PostgresColumns: StoredColumns {
-    let row: PostgresRandomAccessRow
-
-    init(_ row: PostgresRow) { self.row = row.makeRandomAccess() }
-
-    /// The columns' names, in order.
-    var names: [String] { row.map(\.columnName) }
-
-    func int64(at index: Int) throws -> Int64? {
-        let cell = row[index]
-        guard cell.bytes != nil else { return nil }
-        switch cell.dataType {
-        case .float4, .float8:
-            let number = try cell.decode(Double.self)
-            guard let exact = Int64(exactly: number) else { throw DatabaseError(message: "\(cell.columnName) holds \(number), not an integer") }
-            return exact
-        default: return try cell.decode(Int64.self)
-        }
-    }
-
-    func double(at index: Int) throws -> Double? {
-        let cell = row[index]
-        guard cell.bytes != nil else { return nil }
-        switch cell.dataType {
-        case .int2, .int4, .int8: return Double(try cell.decode(Int64.self))
-        default: return try cell.decode(Double.self)
-        }
-    }
-
-    func text(at index: Int) throws -> String? {
-        let cell = row[index]
-        guard cell.bytes != nil else { return nil }
-        return try cell.decode(String.self)
-    }
-
-    /// The download rows of one result (every column of `download`), their columns found once.
-    static func downloads(_ rows: PostgresRowSequence) async throws -> [DownloadRow] {
-        var decoded: [DownloadRow] = []
-        var indexes: DownloadRow.ColumnIndexes?
-        for try await row in rows {
-            let columns = PostgresColumns(row)
-            let found = try indexes ?? DownloadRow.ColumnIndexes(names: columns.names)
-            indexes = found
-            decoded.append(try DownloadRow(columns, at: found))
-        }
-        return decoded
     }
 }
 
