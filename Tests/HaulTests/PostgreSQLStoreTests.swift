@@ -526,6 +526,41 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// `claimPool()`, with which a daemon's `pauseAll` takes the pool first, admits what it
+    /// claims paused: queued, those past the `4 × -j` this member keeps ready would be its
+    /// surplus, offered back to the pool before the pause reached them (and left waiting there
+    /// while the rest of the queue is paused).
+    @Test func thePoolClaimedToPauseTheQueueComesInPaused() async throws {
+        try await PostgresServer.with { postgres in
+            let dir = try TestDirectory()
+            defer { dir.remove() }
+            let other = try Self.store(postgres)
+            try await other.join("daemon")
+            for number in 1...40 {
+                var row = Self.row(UInt64(number))
+                row.position = Int64(number)
+                other.writer.insert(row, pooled: true)
+            }
+            try await other.flush()
+            var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
+            configuration.store = try StoreLocation(parsing: postgres.url())
+            let downloader = try Downloader(configuration)
+            let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
+            // The restore claims the first four (`4 × -j`), queued.
+            try await manager.restore()
+            try await manager.claimPool()
+            await manager.settleOffers()
+            let pooled = try await other.fetch("SELECT count(*) AS n FROM download WHERE owner = ''") { $0["n"] as Int64 }
+            #expect(pooled == [0])
+            let downloads = await manager.downloads()
+            let claimedToPause = downloads.filter { $0.id.rawValue > 4 }
+            #expect(downloads.count == 40 && claimedToPause.allSatisfy { $0.status == .paused }, "\(downloads.map(\.status))")
+            await manager.shutdown()
+            try await downloader.shutdown()
+            try await other.close()
+        }
+    }
+
     /// `pauseAll()` returns once the offer under way has put its rows in the pool (here held up
     /// by a lock on one of them): the daemon's pauseAll then claims them back, and none is left
     /// waiting there while the rest of the queue is paused.

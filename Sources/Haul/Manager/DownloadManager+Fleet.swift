@@ -174,14 +174,14 @@ extension DownloadManager {
         }
     }
 
-    /// Brings downloads claimed from the pool into the book, and counts them. A claim that
-    /// ``pauseAll()`` overtook (it ran since `pausesBefore`, ``pausesOfAll`` when the claim
-    /// began) admits them paused: they were in the queue when the whole of it was paused, and a
-    /// pause carried through the fleet must leave none of them waiting to start.
-    func admitClaimed(_ rows: [DownloadRow], pausesBefore: Int) {
+    /// Brings downloads claimed from the pool into the book, and counts them; with `paused`,
+    /// paused. A claim that ``pauseAll()`` overtook (it ran since `pausesBefore`, ``pausesOfAll``
+    /// when the claim began) admits them paused too: they were in the queue when the whole of it
+    /// was paused, and a pause carried through the fleet must leave none of them waiting to start.
+    func admitClaimed(_ rows: [DownloadRow], pausesBefore: Int, paused: Bool = false) {
         let inserted = insertRestored(rows)
         claimedFromPool += rows.count
-        guard pausesOfAll != pausesBefore else { return }
+        guard paused || pausesOfAll != pausesBefore else { return }
         for id in inserted where book.entries[id]?.lifecycle.isQueued == true { transition(id) { $0.pause() } }
     }
 

@@ -314,17 +314,17 @@ extension DownloadManager {
         return book.entries.contains(id)
     }
 
-    /// Claims every download waiting in the pool (before pausing the whole queue, so that no
-    /// member starts one meanwhile). Nothing outside a fleet.
+    /// Claims every download waiting in the pool, paused: the whole queue is being paused, and
+    /// no member may start one meanwhile. (Admitted queued, they would be this member's surplus,
+    /// offered back to the pool before the pause reached them.) Nothing outside a fleet.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/io`` when the store fails.
     public func claimPool() async throws(DownloadError) {
         guard queueIsShared, storeFailure == nil, !halted else { return }
         while true {
-            let pauses = pausesOfAll
             let rows = try await store.claim(queue: queue, limit: Self.poolClaimBatch)
             guard !isShutDown else { return }
-            admitClaimed(rows, pausesBefore: pauses)
+            admitClaimed(rows, pausesBefore: pausesOfAll, paused: true)
             guard rows.count == Self.poolClaimBatch else { break }
         }
         schedule()
