@@ -445,30 +445,50 @@ struct PostgreSQLStoreTests {
         }
     }
 
-    /// A list added through one member of a fleet keeps `8 × -j` downloads there and puts the
-    /// rest in the pool as their rows are inserted: no row is written a second time to offer it
-    /// (every update of a row adds an entry to each of the table's indexes).
+    /// The URL of a download that holds a slot for 30 s without a byte (nothing of it to save
+    /// when it stops), served by `server`.
+    static func slotHolder(_ server: FaultServer) -> String {
+        var slow = Route(content: testBytes(1 << 10, seed: 7))
+        slow.answerDelay = .seconds(30)
+        server.serve("/slow.bin", slow)
+        return server.url("/slow.bin")
+    }
+
+    /// A fleet of two on queue "daemon": a store joined, and a manager (`-j 1`) through which
+    /// downloads of `urls` were just added.
+    static func listAddedThroughAMemberOfTwo(
+        _ postgres: PostgresServer, _ dir: TestDirectory, urls: [String]
+    ) async throws -> (other: Store, downloader: Downloader, manager: DownloadManager, added: [Result<DownloadID, DownloadError>]) {
+        let other = try Self.store(postgres)
+        try await other.join("daemon")
+        var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
+        configuration.store = try StoreLocation(parsing: postgres.url())
+        let downloader = try Downloader(configuration)
+        let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
+        try await manager.restore()
+        let requests = urls.map { DownloadRequest(url: $0, directory: dir.file("downloads")) }
+        return (other, downloader, manager, try await manager.add(contentsOf: requests))
+    }
+
+    /// A list added through one member of a fleet keeps `8 × -j` downloads there, and its own
+    /// share of the rest (one in every live member's count); the others go to the pool as their
+    /// rows are inserted: no row is written a second time to offer it (every update of a row adds
+    /// an entry to each of the table's indexes).
     @Test func aListAddedThroughOneMemberGoesToThePoolAsItIsInserted() async throws {
         try await PostgresServer.with { postgres in
             let dir = try TestDirectory()
             defer { dir.remove() }
-            let other = try Self.store(postgres)
-            try await other.join("daemon")
-            var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
-            configuration.store = try StoreLocation(parsing: postgres.url())
-            let downloader = try Downloader(configuration)
-            let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
-            try await manager.restore()
             // Nothing listens there: a download that starts fails, its row written again.
-            let requests = (0..<300).map { DownloadRequest(url: "http://127.0.0.1:9/f\($0).bin", directory: dir.file("downloads")) }
-            let added = try await manager.add(contentsOf: requests)
+            let urls = (0..<300).map { "http://127.0.0.1:9/f\($0).bin" }
+            let (other, downloader, manager, added) = try await Self.listAddedThroughAMemberOfTwo(postgres, dir, urls: urls)
             #expect(added.allSatisfy { (try? $0.get()) != nil })
             // A kill costs the fleet at most the `-j` transferring and the `-j` being put in place.
             #expect(await manager.maxCommitting == 1)
             await manager.shutdown()
             try await downloader.shutdown()
             let pooled = try await other.fetch("SELECT count(*) AS n FROM download WHERE owner = ''") { $0["n"] as Int64 }
-            #expect(pooled == [300 - 8])
+            // Two members: one in two of those past the 8 kept ready stays as this member's share.
+            #expect(pooled == [(300 - 8) / 2])
             // The server's count of the table's inserts and updates, once the member's sessions
             // have ended (each reports its counts as it ends).
             var counts: (inserted: Int64, updated: Int64) = (0, 0)
@@ -483,6 +503,37 @@ struct PostgreSQLStoreTests {
             #expect(counts.inserted == 300)
             #expect(counts.updated < 100, "rows offered by an update after their insert: \(counts.updated) updates")
             try await other.close()
+        }
+    }
+
+    /// The share of a list that the member it was added through kept goes to the pool once the
+    /// pool is empty (the other members ran out of work first), but for the `4 × -j` it keeps
+    /// ready.
+    @Test func theShareKeptByTheAddingMemberIsOfferedOnceThePoolIsEmpty() async throws {
+        try await PostgresServer.with { postgres in
+            try await FaultServer.withServer { server in
+                let dir = try TestDirectory()
+                defer { dir.remove() }
+                // The first holds the one slot; none of the others starts.
+                let urls = [Self.slotHolder(server)] + (1..<300).map { server.url("/f\($0).bin") }
+                let (other, downloader, manager, _) = try await Self.listAddedThroughAMemberOfTwo(postgres, dir, urls: urls)
+                await manager.settleOffers()
+                func pooled() async throws -> Int64 {
+                    try await other.fetch("SELECT count(*) AS n FROM download WHERE owner = ''") { $0["n"] as Int64 }.first ?? -1
+                }
+                #expect(try await pooled() == 146)
+                // The look that finds the pool empty offers what is past the 4 kept ready: the 154
+                // kept, less the one running and the 4.
+                let claimed = try await other.claim(queue: "daemon", limit: 1000).count
+                let table = try postgres.query("SELECT owner, status, count(*) FROM download GROUP BY 1, 2")
+                #expect(claimed == 146, "claimed \(claimed); \(table)")
+                await manager.takeOver()
+                await manager.settleOffers()
+                #expect(try await pooled() == 149)
+                await manager.shutdown()
+                try await downloader.shutdown()
+                try await other.close()
+            }
         }
     }
 
@@ -569,17 +620,14 @@ struct PostgreSQLStoreTests {
             try await FaultServer.withServer { server in
                 let dir = try TestDirectory()
                 defer { dir.remove() }
-                // It holds the one slot without a byte (nothing of it to save when it stops).
-                var slow = Route(content: testBytes(1 << 10, seed: 7))
-                slow.answerDelay = .seconds(30)
-                server.serve("/slow.bin", slow)
+                let slow = Self.slotHolder(server)
                 var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
                 configuration.store = try StoreLocation(parsing: postgres.url())
                 let downloader = try Downloader(configuration)
                 let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 1, queue: "daemon"))
                 try await manager.restore()
                 // Alone, it keeps them all: the slow one runs, the others wait.
-                let urls = [server.url("/slow.bin")] + (1..<40).map { server.url("/q\($0).bin") }
+                let urls = [slow] + (1..<40).map { server.url("/q\($0).bin") }
                 let added = try await manager.add(contentsOf: urls.map { DownloadRequest(url: $0, directory: dir.file("downloads")) })
                 let last = try #require(try added.last?.get())
                 for _ in 0..<100 where try postgres.query("SELECT count(*) FROM download") != "40" {

@@ -36,6 +36,7 @@ extension DownloadManager {
         removedWhileLooking = []
         defer { looking = false }
         looks += 1
+        let watch = watchPool()
         do throws(DownloadError) {
             let look: FleetLook
             do { look = try await store.takeOver(queue, publishing: publishedStatus()) } catch {
@@ -56,7 +57,7 @@ extension DownloadManager {
             // the store): then at the next look.
             if look.taken > 0, offering { heldRowsToLoad = true }
             if look.taken > 0 || heldRowsToLoad, !isShutDown, !offering { try await loadHeldRows(reloading: look.taken == 0) }
-            poolMayHaveRows = look.pooled
+            poolMayHaveRows = look.pooled || mayHaveMissed(watch)
             await claimFromPool()
             if !offering { try await offerSurplus() }
             await shareHosts()
@@ -128,10 +129,15 @@ extension DownloadManager {
     var fleetKeep: Int { maxConcurrent * Self.fleetReadyPerSlot }
 
     /// Whether more downloads could start here than twice ``fleetKeep`` while other members
-    /// could run them: those past ``fleetKeep`` are then offered to the pool.
+    /// could run them: those past ``fleetKeep`` then go to the pool as they are added.
     private var holdsSurplus: Bool {
         fleetOthers > 0 && startable > fleetKeep * 2 && !isShutDown && storeFailure == nil
     }
+
+    /// Whether to offer the surplus (``holdsSurplus``) already written: once the pool is empty
+    /// as far as this member knows, so that the other members, which run out of work first,
+    /// take what is left of this one's share.
+    private var offersSurplus: Bool { holdsSurplus && !poolMayHaveRows }
 
     /// Past this many downloads committing (every byte in, the file being put in place), no new
     /// one starts: ``DownloadBook/maxCommitting``, but `-j` in a fleet while other members are
@@ -158,9 +164,10 @@ extension DownloadManager {
         defer { claiming = false }
         let want = keep - startable
         let pauses = pausesOfAll
+        let watch = watchPool()
         do throws(DownloadError) {
             let rows = try await store.claim(queue: queue, limit: want)
-            poolMayHaveRows = rows.count == want
+            poolMayHaveRows = rows.count == want || mayHaveMissed(watch)
             guard !rows.isEmpty, !isShutDown else { return }
             admitClaimed(rows, pausesBefore: pauses)
             schedule()
@@ -172,6 +179,28 @@ extension DownloadManager {
             guard !isShutDown else { return }
             downloader.configuration.logger.warning("\(error.message)")
         }
+    }
+
+    /// What this member had pooled with their insert (``poolsAsAdded(_:)``) when a look or a
+    /// claim began: see ``mayHaveMissed(_:)``.
+    struct PoolWatch {
+        /// The last download pooled with its insert.
+        var last: ID?
+        /// Its insert was still in the store's writer.
+        var unwritten: Bool
+    }
+
+    func watchPool() -> PoolWatch {
+        PoolWatch(last: lastPooled, unwritten: lastPooled.map { store.writer.isInserting($0) } ?? false)
+    }
+
+    /// Whether a look or a claim that began at `watch` may have found the pool emptier than
+    /// it is: this member's rows pooled with their insert were still in the store's writer
+    /// (written in order: once the last is, all are), or more were pooled meanwhile (added
+    /// while it waited on the store). Its "empty" then says nothing, and the share this member
+    /// kept is not offered on its word.
+    func mayHaveMissed(_ watch: PoolWatch) -> Bool {
+        watch.unwritten || lastPooled != watch.last
     }
 
     /// Brings downloads claimed from the pool into the book, and counts them; with `paused`,
@@ -203,10 +232,10 @@ extension DownloadManager {
     }
 
     /// Offers the surplus as ``offerSurplus()`` does when more than `8 × -j` downloads could start
-    /// here (a list was just added), without waiting for the next look: those whose insert is
+    /// here and the pool is empty, without waiting for the next look: those whose insert is
     /// not written yet go to the pool with it, at once; the others in a task.
     func offerSurplusSoon() {
-        guard !offering, !looking, holdsSurplus else { return }
+        guard !offering, !looking, offersSurplus else { return }
         let written = handOverSurplus()
         guard !written.isEmpty else { return }
         offering = true
@@ -218,9 +247,10 @@ extension DownloadManager {
         }
     }
 
-    /// Once more than `8 × -j` downloads are ready here (or set aside for their host), offers those past the first `4 × -j`
-    /// (the last in queue order) to the other live members: a list added through one daemon is run by all. Only downloads that
-    /// never ran here and that no dependency ties to this member's others go
+    /// Once more than `8 × -j` downloads are ready here (or set aside for their host) and the
+    /// pool is empty, offers those past the first `4 × -j` (the last in queue order) to the other
+    /// live members: a list added through one daemon is run by all. Only downloads that never
+    /// ran here and that no dependency ties to this member's others go
     /// (``DownloadBook/handOver(_:)``).
     func offerSurplus() async throws(DownloadError) {
         offering = true
@@ -232,7 +262,7 @@ extension DownloadManager {
     /// store's writer has not written yet go to the pool with it (``StoreWriter/pool(_:)``);
     /// returns the others, whose rows are written, for ``offer(_:)``.
     private func handOverSurplus() -> [ID] {
-        guard holdsSurplus else { return [] }
+        guard offersSurplus else { return [] }
         var handed: [ID] = []
         for key in book.index.startable(from: fleetKeep) where board.progress(of: key.id) == nil {
             if book.handOver(key.id) != nil { handed.append(key.id) }
@@ -245,14 +275,23 @@ extension DownloadManager {
     }
 
     /// Whether download `id`, just added and not yet given to the store's writer, goes to the
-    /// pool with its insert, as ``offerSurplus()`` would offer it: when more than `8 × -j`
-    /// downloads could start here and at least `4 × -j` come before it. A list added through one
-    /// member then goes to the pool as it is written: one version of each row, where an insert
-    /// and then an offer make two, each an entry in every index of the table. Decided before
-    /// the insert is submitted, since a group commit may take it at any moment after.
+    /// pool with its insert: when more than `8 × -j` downloads could start here and at least
+    /// `4 × -j` come before it, except this member's own share of them (one in every live
+    /// member's count), which stays here. A list added through one member then goes to the pool
+    /// as it is written: one version of each row, where an insert and then an offer make two,
+    /// each an entry in every index of the table; and the share this member would claim back
+    /// skips the pool (a pooled insert and a claim cost the fleet about 170 µs of CPU a row).
+    /// Decided before the insert is submitted, since a group commit may take it at any moment
+    /// after.
     func poolsAsAdded(_ id: ID) -> Bool {
-        guard store.database.isShared, holdsSurplus, book.canHandOver(id), let key = book.entries[id]?.key else { return false }
-        return book.index.startable(before: key) >= fleetKeep
+        guard store.database.isShared, holdsSurplus, book.canHandOver(id), let key = book.entries[id]?.key,
+            book.index.startable(before: key) >= fleetKeep
+        else { return false }
+        addedPastKeep += 1
+        guard addedPastKeep % (fleetOthers + 1) != 0 else { return false }
+        poolMayHaveRows = true
+        lastPooled = id
+        return true
     }
 
     /// Waits for the offer under way to end, then for the writer to write what it holds (rows

@@ -139,6 +139,12 @@ public actor DownloadManager {
     var offerWaiters: [CheckedContinuation<Void, Never>] = []
     /// The last claim filled its batch, or a look is due: the pool may hold more.
     var poolMayHaveRows = true
+    /// Downloads added here that ``poolsAsAdded(_:)`` found past what this member keeps ready:
+    /// one in every live member's count is this member's share, kept.
+    var addedPastKeep = 0
+    /// The download that last went to the pool with its insert: a look or a claim that began
+    /// while its insert was still in the store's writer may not see it, and find the pool empty.
+    var lastPooled: ID?
     /// Downloads claimed from the pool and offered to it, since this manager started.
     var claimedFromPool = 0
     var offeredToPool = 0
