@@ -537,20 +537,26 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// A member of queue "daemon" that put rows 1 through `count` in the pool, in that order.
+    static func memberPooling(_ count: Int, _ postgres: PostgresServer) async throws -> Store {
+        let member = try Self.store(postgres)
+        try await member.join("daemon")
+        for number in 1...count {
+            var row = Self.row(UInt64(number))
+            row.position = Int64(number)
+            member.writer.insert(row, pooled: true)
+        }
+        try await member.flush()
+        return member
+    }
+
     /// `pauseAll()` while a claim from the pool is on its way (here held up by a lock on the
     /// table): the rows the claim brings in arrive paused, as the whole queue is, and none starts.
     @Test func aClaimThatPauseAllOvertookAdmitsItsDownloadsPaused() async throws {
         try await PostgresServer.with { postgres in
             let dir = try TestDirectory()
             defer { dir.remove() }
-            let other = try Self.store(postgres)
-            try await other.join("daemon")
-            for number in 1...20 {
-                var row = Self.row(UInt64(number))
-                row.position = Int64(number)
-                other.writer.insert(row, pooled: true)
-            }
-            try await other.flush()
+            let other = try await Self.memberPooling(20, postgres)
             // Writes to the table wait for this transaction; reads do not.
             let (locker, lock) = try Self.holdingLock(postgres, "LOCK TABLE download IN SHARE MODE")
             var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
@@ -585,14 +591,7 @@ struct PostgreSQLStoreTests {
         try await PostgresServer.with { postgres in
             let dir = try TestDirectory()
             defer { dir.remove() }
-            let other = try Self.store(postgres)
-            try await other.join("daemon")
-            for number in 1...40 {
-                var row = Self.row(UInt64(number))
-                row.position = Int64(number)
-                other.writer.insert(row, pooled: true)
-            }
-            try await other.flush()
+            let other = try await Self.memberPooling(40, postgres)
             var configuration = Downloader.Configuration(stateDirectory: dir.file("state"))
             configuration.store = try StoreLocation(parsing: postgres.url())
             let downloader = try Downloader(configuration)
