@@ -169,7 +169,7 @@ extension DownloadManager {
             let rows = try await store.claim(queue: queue, limit: want)
             poolMayHaveRows = rows.count == want || mayHaveMissed(watch)
             guard !rows.isEmpty, !isShutDown else { return }
-            admitClaimed(rows, pausesBefore: pauses)
+            admitClaimed(rows, paused: pausesOfAll != pauses)
             schedule()
         } catch {
             // A claim that was written but whose answer was lost: its rows are read at the next look.
@@ -204,13 +204,13 @@ extension DownloadManager {
     }
 
     /// Brings downloads claimed from the pool into the book, and counts them; with `paused`,
-    /// paused. A claim that ``pauseAll()`` overtook (it ran since `pausesBefore`, ``pausesOfAll``
-    /// when the claim began) admits them paused too: they were in the queue when the whole of it
-    /// was paused, and a pause carried through the fleet must leave none of them waiting to start.
-    func admitClaimed(_ rows: [DownloadRow], pausesBefore: Int, paused: Bool = false) {
+    /// paused. A claim that ``pauseAll()`` overtook (``pausesOfAll`` moved while it ran) passes
+    /// `paused`: its downloads were in the queue when the whole of it was paused, and a pause
+    /// carried through the fleet must leave none of them waiting to start.
+    func admitClaimed(_ rows: [DownloadRow], paused: Bool) {
         let inserted = insertRestored(rows)
         claimedFromPool += rows.count
-        guard paused || pausesOfAll != pausesBefore else { return }
+        guard paused else { return }
         for id in inserted where book.entries[id]?.lifecycle.isQueued == true { transition(id) { $0.pause() } }
     }
 

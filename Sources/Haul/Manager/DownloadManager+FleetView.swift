@@ -309,7 +309,7 @@ extension DownloadManager {
         let pauses = pausesOfAll
         let rows = try await store.claim(ids: [id])
         guard !isShutDown else { return false }
-        admitClaimed(rows, pausesBefore: pauses)
+        admitClaimed(rows, paused: pausesOfAll != pauses)
         schedule()
         return book.entries.contains(id)
     }
@@ -324,7 +324,7 @@ extension DownloadManager {
         while true {
             let rows = try await store.claim(queue: queue, limit: Self.poolClaimBatch)
             guard !isShutDown else { return }
-            admitClaimed(rows, pausesBefore: pausesOfAll, paused: true)
+            admitClaimed(rows, paused: true)
             guard rows.count == Self.poolClaimBatch else { break }
         }
         schedule()
