@@ -121,7 +121,10 @@ extension DownloadRunner {
             }
             // Fewer connections than asked (the host's slots were taken): more join as they free up.
             var (running, dealtSoFar) = (index, index)
-            if lease != nil, dealtSoFar < request.connections { group.addTask { await self.recruit(context) } }
+            if lease != nil, dealtSoFar < request.connections {
+                let wanting = request.connections - dealtSoFar
+                group.addTask { await self.recruit(context, wanting: wanting) }
+            }
             var first: DownloadError?
             for await end in group {
                 switch end {
@@ -134,7 +137,10 @@ extension DownloadRunner {
                     }
                     (running, dealtSoFar) = (running + 1, dealtSoFar + 1)
                     group.addTask { .connection(await self.connection(context, source: source, opening: nil, assigned: segment)) }
-                    if first == nil, dealtSoFar < request.connections { group.addTask { await self.recruit(context) } }
+                    if first == nil, dealtSoFar < request.connections {
+                        let wanting = request.connections - dealtSoFar
+                        group.addTask { await self.recruit(context, wanting: wanting) }
+                    }
                 case .recruiterDone: break
                 case .connection(let failure):
                     running -= 1
@@ -174,11 +180,12 @@ extension DownloadRunner {
     /// while the transfer still has a segment worth splitting off for one more connection: a
     /// download started while its host was busy (a big file behind a list of small ones) takes
     /// the connections the others leave, up to what it asked for. Done, without a connection,
-    /// once nothing is worth splitting (or the transfer ended).
-    private func recruit(_ context: SegmentContext) async -> SegmentTaskEnd {
+    /// once nothing is worth splitting (or the transfer ended). `wanting`: the connections the
+    /// transfer still lacks.
+    private func recruit(_ context: SegmentContext, wanting: Int) async -> SegmentTaskEnd {
         while !context.board.isComplete {
             do { try await clock.sleep(for: Self.recruitInterval) } catch { return .recruiterDone }
-            for source in context.board.liveSourcesByLoad() where lease?.acquireSpare(host: context.hosts[source]) == true {
+            for source in context.board.liveSourcesByLoad() where lease?.acquireSpare(host: context.hosts[source], wanting: wanting) == true {
                 guard let segment = context.board.assign(source: source) else {
                     lease?.release(1, host: context.hosts[source])
                     return .recruiterDone

@@ -257,7 +257,8 @@ struct DownloadRunner: Sendable {
 protocol ConnectionLease: Sendable {
     /// Takes up to `wanted` more slots on `host`; returns how many it got (0 when none is free).
     func acquire(upTo wanted: Int, host: String) -> Int
-    /// Takes one slot on `host` if one is free and no download waits for the host.
-    func acquireSpare(host: String) -> Bool
+    /// Takes one slot on `host` if one is free and no download waits for the host; `wanting`:
+    /// how many more the transfer would take (in a fleet, what it asks the others for when refused).
+    func acquireSpare(host: String, wanting: Int) -> Bool
     func release(_ count: Int, host: String)
 }

@@ -59,14 +59,16 @@ final class HostConnections: Sendable {
     /// Takes one slot of `host` if one is free and no download waits for the host (set aside):
     /// a running transfer's extra connection, taken as the host's free up, never ahead of a
     /// download in the queue. In a fleet, a refusal for want of a share is counted as a want
-    /// (as ``acquire(upTo:host:settingAside:)``'s): the next look asks for a larger share,
-    /// which the others give as their own wants fall.
-    func acquireSpare(host: String) -> Bool {
+    /// of `wanting` slots (the connections the transfer lacks; the most any transfer of the
+    /// host lacks): the next look asks for a share that large, which the others give as their
+    /// own wants fall. (Counted as one, a transfer that started with fewer connections than it
+    /// asked for was granted one more a look.)
+    func acquireSpare(host: String, wanting: Int) -> Bool {
         state.withLock { state in
             guard !state.setAside.contains(host) else { return false }
             let cap = state.cap(host, limit: limit)
             guard state.inUse[host, default: 0] < cap else {
-                if cap < limit, state.shares != nil { state.short[host, default: 0] = max(state.short[host, default: 0], 1) }
+                if cap < limit, state.shares != nil { state.short[host, default: 0] = max(state.short[host, default: 0], max(1, wanting)) }
                 return false
             }
             state.inUse[host, default: 0] += 1
@@ -160,6 +162,6 @@ struct HostLease: ConnectionLease {
     let connections: HostConnections
 
     func acquire(upTo wanted: Int, host: String) -> Int { connections.acquire(upTo: wanted, host: host) }
-    func acquireSpare(host: String) -> Bool { connections.acquireSpare(host: host) }
+    func acquireSpare(host: String, wanting: Int) -> Bool { connections.acquireSpare(host: host, wanting: wanting) }
     func release(_ count: Int, host: String) { connections.release(count, host: host) }
 }
