@@ -261,4 +261,42 @@ struct PlainHTTPClientTests {
             #expect(seen[index].returned == seen[index - 2].returned)
         }
     }
+    /// A body that reads without waiting is written from the connection's loop, and handed to
+    /// `chunk` only where that read declines (a rate limit set meanwhile, bytes not yet in the
+    /// page cache); the server gets every byte in order either way.
+    @Test(.enabled(if: NginxServer.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func aBodyReadWithoutWaitingIsWrittenFromTheLoop() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
+        let step = Int64(RequestBody.directChunkSize)
+        let length = 40 * step + 1000
+        let expected = (0..<Int(length)).map { UInt8(truncatingIfNeeded: $0 % 251) }
+        @Sendable func bytes(from offset: Int64) -> ArraySlice<UInt8> { expected[Int(offset)..<Int(min(offset + step, length))] }
+        let declining: Set<Int64> = [3 * step, 4 * step, 39 * step]
+        let handed = Mutex<[Int64]>([])
+        let body = RequestBody(
+            length: length,
+            readNow: { offset, buffer in
+                guard !declining.contains(offset) else { return false }
+                buffer.clear()
+                buffer.writeBytes(bytes(from: offset))
+                return true
+            },
+            chunk: { offset, _ in
+                handed.withLock { $0.append(offset) }
+                return ByteBuffer(bytes: bytes(from: offset))
+            })
+        let status = try await NginxServer.withServer(root: dir.file("www"), options: .init(webDAV: true)) { nginx in
+            let client = client()
+            defer { client.shutdown() }
+            let answer = try await client.execute(
+                .PUT, host: "127.0.0.1", port: nginx.port, target: "/dav/p.bin", headers: [:], connectTimeout: .seconds(5), body: body)
+            for try await _ in answer.body {}
+            return Int(answer.status.code)
+        }
+        #expect(status == 201)
+        #expect(dir.contents("www/p.bin") == expected)
+        #expect(handed.withLock { $0 } == declining.sorted())
+    }
 }

@@ -1,7 +1,7 @@
 #ifndef CHAUL_SYSTEM_H
 #define CHAUL_SYSTEM_H
 
-// Swift's Glibc module exports neither fallocate nor FALLOC_FL_KEEP_SIZE, nor syncfs.
+// Swift's Glibc module exports neither fallocate nor FALLOC_FL_KEEP_SIZE, nor syncfs, nor preadv2.
 #if defined(__linux__)
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -14,6 +14,7 @@
 #include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #else
 #include <errno.h>
@@ -128,6 +129,21 @@ static inline long long haul_file_system_type(const char *path) {
     return statfs(path, &info) == 0 ? (long long)info.f_type : -1;
 #else
     (void)path;
+    return -1;
+#endif
+}
+
+/// Reads up to `count` bytes at `offset` of `fd` into `buffer` only if that needs no wait on
+/// the disk: the bytes are in the page cache (Linux's preadv2 with RWF_NOWAIT; fewer bytes when
+/// only some are). Returns how many were read, or -1 with errno set: EAGAIN when the read would
+/// wait, and where the kernel, the file system or the platform cannot tell (EOPNOTSUPP, ENOSYS).
+static inline long haul_pread_nowait(int fd, void *buffer, long count, long long offset) {
+#if defined(__linux__) && defined(RWF_NOWAIT)
+    struct iovec part = { .iov_base = buffer, .iov_len = (size_t)count };
+    return (long)preadv2(fd, &part, 1, (off_t)offset, RWF_NOWAIT);
+#else
+    (void)fd; (void)buffer; (void)count; (void)offset;
+    errno = ENOSYS;
     return -1;
 #endif
 }

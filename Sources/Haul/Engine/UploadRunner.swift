@@ -221,7 +221,16 @@ struct UploadRunner: Sendable {
         let limiters = self.limiters
         let paced = limiters.map(\.bytesPerSecond).filter { $0 > 0 }.min().map { min(max($0 / 10, 16 << 10), 1 << 20) }
         let most = paced ?? Int64(RequestBody.chunkSize)
-        return RequestBody(length: count) { offset, spare in
+        // Read on the connection's loop while nothing holds it back: a limit set meanwhile
+        // applies from the next chunk on, through `chunk`.
+        let readNow: @Sendable (Int64, inout ByteBuffer) -> Bool = { offset, buffer in
+            guard limiters.allSatisfy({ $0.bytesPerSecond == 0 }) else { return false }
+            let wanted = Int(min(Int64(RequestBody.directChunkSize), count - offset))
+            guard file.readNow(at: start + offset, count: wanted, into: &buffer) else { return false }
+            meter.sent(start + offset + Int64(buffer.readableBytes))
+            return true
+        }
+        return RequestBody(length: count, readNow: readNow) { offset, spare in
             // A cancelled upload stops at the next chunk, not at the end of the request.
             if Task.isCancelled { throw DownloadError.cancelled }
             let wanted = Int(min(most, count - offset))

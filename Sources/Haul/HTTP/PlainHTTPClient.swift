@@ -132,8 +132,9 @@ final class PlainHTTPClient: Sendable {
         }
     }
 
-    /// Writes `body`, one chunk read while the one before is being written (two at most in
-    /// flight: memory stays flat whatever the body's length).
+    /// Writes `body`: from the connection's loop while the body reads without waiting
+    /// (``RequestBody/readNow``), else one chunk read while the one before is being written
+    /// (two at most in flight: memory stays flat whatever the body's length).
     ///
     /// A server that answers before taking the whole body (an error, typically) and then
     /// stops reading is heard out: its answer is what the caller gets. A chunk that cannot be
@@ -149,6 +150,17 @@ final class PlainHTTPClient: Sendable {
         var inFlight: ByteBuffer?
         var spare: ByteBuffer?
         while sent < body.length {
+            if body.readNow != nil {
+                do {
+                    sent = try await connection.pump(body, from: sent)
+                } catch {
+                    connection.close()
+                    if exchange.answered { return }
+                    if Task.isCancelled { throw DownloadError.cancelled }
+                    throw error
+                }
+                if sent >= body.length { break }
+            }
             let chunk: ByteBuffer
             do {
                 chunk = try await body.chunk(sent, spare.take())

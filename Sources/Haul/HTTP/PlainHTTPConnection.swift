@@ -29,6 +29,20 @@ final class PlainHTTPConnection: Sendable {
         return promise.futureResult
     }
 
+    /// Writes `body` from `offset` on, each chunk read on the connection's loop with the body's
+    /// ``RequestBody/readNow`` as the socket takes the one before. Returns how far it got: the
+    /// body's length, or where `readNow` declined (the caller reads that chunk and comes back).
+    /// Cancelling the task closes the connection.
+    func pump(_ body: RequestBody, from offset: Int64) async throws -> Int64 {
+        let promise = channel.eventLoop.makePromise(of: Int64.self)
+        onLoop { $0.pump(body, from: offset, promise: promise) }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            close()
+        }
+    }
+
     /// The reader has room again after the channel paused.
     func resumeReading() {
         onLoop { $0.resumeReading() }
@@ -78,6 +92,23 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// When the server last sent something, or the handler last started waiting for it.
     private var lastActivity = NIODeadline.now()
     private var watchdog: RepeatedTask?
+    /// The request body being written from the loop (``pump(_:from:promise:)``).
+    private var pumping: Pump?
+
+    private struct Pump {
+        let body: RequestBody
+        let readNow: @Sendable (Int64, inout ByteBuffer) -> Bool
+        var sent: Int64
+        let promise: EventLoopPromise<Int64>
+        /// Two buffers taken in turn: the one written before is usually out of NIO's hands by
+        /// the time it is read into again, and its memory is reused.
+        var buffers: [ByteBuffer]
+        var next = 0
+    }
+
+    /// The most chunks one turn of the loop writes before letting the loop's other channels
+    /// run: a socket that keeps taking bytes never holds the loop for long.
+    private static let chunksPerTurn = 16
 
     init(
         stallTimeout: Duration, idleTimeout: TimeAmount,
@@ -102,6 +133,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        pumping.take()?.promise.fail(ChannelError.ioOnClosedChannel)
         watchdog?.cancel()
         watchdog = nil
         self.context = nil
@@ -141,6 +173,60 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         promise.futureResult.whenSuccess { loopBound.value.lastActivity = .now() }
         context.writeAndFlush(wrapOutboundOut(part), promise: promise)
+    }
+
+    /// Writes `body` from `offset` on while the channel is writable and its `readNow` reads;
+    /// completes `promise` with how far it got, or fails it when the connection goes.
+    func pump(_ body: RequestBody, from offset: Int64, promise: EventLoopPromise<Int64>) {
+        guard let context, context.channel.isActive, let readNow = body.readNow, pumping == nil else {
+            promise.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        let allocator = context.channel.allocator
+        let size = RequestBody.directChunkSize + RequestBody.placementRoom
+        pumping = Pump(
+            body: body, readNow: readNow, sent: offset, promise: promise,
+            buffers: [allocator.buffer(capacity: size), allocator.buffer(capacity: size)])
+        pumpMore(context)
+    }
+
+    private func pumpMore(_ context: ChannelHandlerContext) {
+        guard var pump = pumping.take() else { return }
+        var chunks = 0
+        var declined = false
+        while pump.sent < pump.body.length, context.channel.isWritable, chunks < Self.chunksPerTurn {
+            var buffer = pump.buffers[pump.next]
+            pump.buffers[pump.next] = ByteBuffer()  // the only reference while it is read into
+            guard pump.readNow(pump.sent, &buffer) else {
+                pump.buffers[pump.next] = buffer
+                declined = true
+                break
+            }
+            pump.sent += Int64(buffer.readableBytes)
+            pump.buffers[pump.next] = buffer
+            pump.next ^= 1
+            chunks += 1
+            lastActivity = .now()
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        if declined || pump.sent >= pump.body.length {
+            pump.promise.succeed(pump.sent)
+        } else {
+            pumping = pump
+            // Not writable: `channelWritabilityChanged` goes on. A full turn: the loop's next.
+            if context.channel.isWritable {
+                let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+                context.eventLoop.execute {
+                    guard let context = loopBound.value.context else { return }
+                    loopBound.value.pumpMore(context)
+                }
+            }
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { pumpMore(context) }
+        context.fireChannelWritabilityChanged()
     }
 
     func resumeReading() {
@@ -205,6 +291,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        pumping.take()?.promise.fail(ChannelError.ioOnClosedChannel)
         exchange?.fail(ServerClosedConnection())
         exchange = nil
         watchdog?.cancel()

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CHaulSystem
 import Crypto
 import Foundation
 import NIOCore
@@ -110,8 +111,9 @@ final class UploadFile: Sendable {
         // spare, which would then be copied to be written.
         let box = Handover(consume spare)
         try await offTheEventLoops { () throws(DownloadError) in
-            var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted)
+            var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted + RequestBody.placementRoom)
             buffer.clear()
+            Self.place(&buffer, like: offset, count: wanted)
             var failure: DownloadError?
             buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { raw in
                 var done = 0
@@ -134,6 +136,38 @@ final class UploadFile: Sendable {
         }
         guard let chunk = box.take() else { throw .io("cannot read \(path)", path: path) }
         return chunk
+    }
+
+    /// Up to `count` bytes from `offset`, read into `buffer` (cleared first) on the calling
+    /// thread, only those in the page cache: no wait on the disk, so an event loop may call it.
+    /// False when none could be read that way (not cached, a failure, the end of the file):
+    /// ``chunk(at:count:reusing:)`` then reads them and says what went wrong.
+    func readNow(at offset: Int64, count: Int, into buffer: inout ByteBuffer) -> Bool {
+        let fd = descriptor
+        buffer.clear()
+        Self.place(&buffer, like: offset, count: count)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
+            max(0, haul_pread_nowait(fd, raw.baseAddress, count, offset))
+        }
+        return buffer.readableBytes > 0
+    }
+
+    /// Starts the empty `buffer`'s bytes, `count` of them to come, where within 4 KiB `offset`
+    /// lies in the file.
+    ///
+    /// The kernel copies a read from the page cache with `rep movsb`, which on AMD's Zen cores
+    /// runs at a quarter of its speed when the destination lies 1 to 31 bytes past the source
+    /// modulo 4 KiB, as memory from `malloc` (16 bytes into a page) lies past a page-aligned
+    /// read. Measured on an AMD EPYC, 1 MiB reads of a cached file: 1.5-2.3 GB/s into such
+    /// buffers, 7-10 GB/s at every other place. The bytes skipped are never read; a buffer
+    /// without room for them besides the `count` is left as it is.
+    static func place(_ buffer: inout ByteBuffer, like offset: Int64, count: Int) {
+        let address = buffer.withUnsafeMutableWritableBytes { Int(bitPattern: $0.baseAddress) }
+        let span = RequestBody.placementRoom
+        let skip = (Int(offset % Int64(span)) - address % span + span) % span
+        guard buffer.writableBytes >= skip + count else { return }
+        buffer.moveWriterIndex(forwardBy: skip)
+        buffer.moveReaderIndex(forwardBy: skip)
     }
 
     private static func read(_ fd: Int32, into block: inout [UInt8], count: Int, at offset: Int64, path: String) throws(DownloadError) -> Int {
