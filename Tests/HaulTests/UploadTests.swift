@@ -1,4 +1,5 @@
 import Foundation
+import CHaulSystem
 import HaulTestSupport
 import NIOCore
 import Testing
@@ -277,6 +278,28 @@ struct UploadFileIdentityTests {
         let again = try await file.chunk(at: next, count: 1 << 20, reusing: consume chunk)
         #expect(again.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) } % 4096 == Int(next % 4096))
         #expect(Array(again.readableBytesView) == Array(content[Int(next)..<Int(next) + (1 << 20)]))
+    }
+
+    /// A chunk in the page cache is read on the calling thread, without waiting, into its place
+    /// within 4 KiB; a file system that cannot tell (tmpfs) says no, and the chunk is read the
+    /// waiting way.
+    @Test func aCachedChunkIsReadWithoutWaiting() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let content = testBytes(1 << 20, seed: 13)
+        try dir.write("c.bin", content)  // just written: in the page cache
+        let file = try UploadFile(path: dir.file("c.bin"))
+        var buffer = ByteBufferAllocator().buffer(capacity: RequestBody.directChunkSize + RequestBody.placementRoom)
+        let offset: Int64 = 5000
+        let read = file.readNow(at: offset, count: RequestBody.directChunkSize, into: &buffer)
+        let tmpfs: Int64 = 0x0102_1994
+        guard read else {
+            #expect(haul_file_system_type(dir.file("c.bin")) == tmpfs, "only tmpfs cannot tell what is cached")
+            return
+        }
+        #expect(buffer.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) } % 4096 == Int(offset % 4096))
+        #expect(Array(buffer.readableBytesView) == Array(content[Int(offset)..<Int(offset) + RequestBody.directChunkSize]))
+        #expect(file.readNow(at: Int64(content.count), count: 1, into: &buffer) == false, "nothing past the end")
     }
 
     /// Placing a buffer's start needs room for the bytes to come besides those skipped; a buffer

@@ -1,7 +1,7 @@
 #ifndef CHAUL_SYSTEM_H
 #define CHAUL_SYSTEM_H
 
-// Swift's Glibc module exports neither fallocate nor FALLOC_FL_KEEP_SIZE, nor syncfs, nor preadv2.
+// Swift's Glibc module exports neither fallocate nor FALLOC_FL_KEEP_SIZE, nor syncfs.
 #if defined(__linux__)
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -14,7 +14,6 @@
 #include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/vfs.h>
 #else
 #include <errno.h>
@@ -138,9 +137,12 @@ static inline long long haul_file_system_type(const char *path) {
 /// only some are). Returns how many were read, or -1 with errno set: EAGAIN when the read would
 /// wait, and where the kernel, the file system or the platform cannot tell (EOPNOTSUPP, ENOSYS).
 static inline long haul_pread_nowait(int fd, void *buffer, long count, long long offset) {
-#if defined(__linux__) && defined(RWF_NOWAIT)
-    struct iovec part = { .iov_base = buffer, .iov_len = (size_t)count };
-    return (long)preadv2(fd, &part, 1, (off_t)offset, RWF_NOWAIT);
+#if defined(__linux__) && defined(SYS_preadv2) && __SIZEOF_LONG__ == 8
+    // By the system call, not glibc's preadv2: <sys/uio.h> under _GNU_SOURCE defines fd_set
+    // unlike Dispatch's module, which a clean build refuses. The vector has struct iovec's
+    // layout; RWF_NOWAIT is 8 in Linux's ABI; on 64-bit the offset goes whole in its low half.
+    struct { void *base; unsigned long length; } part = { buffer, (unsigned long)count };
+    return syscall(SYS_preadv2, fd, &part, 1, (unsigned long)offset, 0UL, 8);
 #else
     (void)fd; (void)buffer; (void)count; (void)offset;
     errno = ENOSYS;
