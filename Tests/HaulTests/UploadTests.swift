@@ -289,7 +289,7 @@ struct UploadFileIdentityTests {
         let content = testBytes(1 << 20, seed: 13)
         try dir.write("c.bin", content)  // just written: in the page cache
         let file = try UploadFile(path: dir.file("c.bin"))
-        var buffer = ByteBufferAllocator().buffer(capacity: RequestBody.directChunkSize + RequestBody.placementRoom)
+        var buffer = ByteBuffer()  // given the memory it wants
         let offset: Int64 = 5000
         let read = file.readNow(at: offset, count: RequestBody.directChunkSize, into: &buffer)
         let tmpfs: Int64 = 0x0102_1994
@@ -305,7 +305,7 @@ struct UploadFileIdentityTests {
     /// Placing a buffer's start needs room for the bytes to come besides those skipped; a buffer
     /// without it is left as it is, to grow as it must.
     @Test func aBufferWithoutRoomIsNotPlaced() {
-        var roomy = ByteBufferAllocator().buffer(capacity: 8192 + RequestBody.placementRoom)
+        var roomy = ByteBufferAllocator().buffer(capacity: 8192 + UploadFile.placementRoom)
         UploadFile.place(&roomy, like: 4095, count: 8192)
         #expect(roomy.readableBytes == 0)
         #expect(roomy.withUnsafeMutableWritableBytes { Int(bitPattern: $0.baseAddress) } % 4096 == 4095)

@@ -182,11 +182,8 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             promise.fail(ChannelError.ioOnClosedChannel)
             return
         }
-        let allocator = context.channel.allocator
-        let size = RequestBody.directChunkSize + RequestBody.placementRoom
-        pumping = Pump(
-            body: body, readNow: readNow, sent: offset, promise: promise,
-            buffers: [allocator.buffer(capacity: size), allocator.buffer(capacity: size)])
+        // Empty: `readNow` gives each the memory it wants the first time, reused after.
+        pumping = Pump(body: body, readNow: readNow, sent: offset, promise: promise, buffers: [ByteBuffer(), ByteBuffer()])
         pumpMore(context)
     }
 

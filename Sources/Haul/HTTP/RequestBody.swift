@@ -18,10 +18,10 @@ struct RequestBody: Sendable {
     let chunk: @Sendable (_ offset: Int64, _ spare: consuming ByteBuffer?) async throws -> ByteBuffer
 
     /// The bytes from `offset` on, at most ``directChunkSize`` of them, read into `buffer`
-    /// (cleared first) on the calling thread, only if that takes no wait: the bytes are in the
-    /// page cache and no rate limit is in force. False when it cannot, and for any failure: the
-    /// caller then takes ``chunk``, which waits and says what failed. Nil where the source has
-    /// no such read.
+    /// (cleared first, or replaced when too small) on the calling thread, only if that takes no
+    /// wait: the bytes are in the page cache and no rate limit is in force. False when it
+    /// cannot, and for any failure: the caller then takes ``chunk``, which waits and says what
+    /// failed. Nil where the source has no such read.
     ///
     /// A connection's event loop writes a body this way (``PlainHTTPClient``), as curl does on
     /// one thread: read a little, write it, again until the socket is full, with no hop to
@@ -37,10 +37,6 @@ struct RequestBody: Sendable {
     /// The most ``readNow`` reads at once: small enough that the buffer stays in the cache
     /// between the read that fills it and the write that empties it.
     static let directChunkSize = 128 << 10
-
-    /// What a chunk's buffer holds beyond its bytes: room to start them where, within 4 KiB,
-    /// they lie in the file, where the kernel copies them fastest (``UploadFile/place(_:like:count:)``).
-    static let placementRoom = 4096
 
     init(
         length: Int64,

@@ -111,7 +111,7 @@ final class UploadFile: Sendable {
         // spare, which would then be copied to be written.
         let box = Handover(consume spare)
         try await offTheEventLoops { () throws(DownloadError) in
-            var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted + RequestBody.placementRoom)
+            var buffer = box.take() ?? ByteBufferAllocator().buffer(capacity: wanted + Self.placementRoom)
             buffer.clear()
             Self.place(&buffer, like: offset, count: wanted)
             var failure: DownloadError?
@@ -138,12 +138,16 @@ final class UploadFile: Sendable {
         return chunk
     }
 
-    /// Up to `count` bytes from `offset`, read into `buffer` (cleared first) on the calling
+    /// Up to `count` bytes from `offset`, read into `buffer` (cleared first; new memory when it
+    /// has too little for them and their ``placementRoom``) on the calling
     /// thread, only those in the page cache: no wait on the disk, so an event loop may call it.
     /// False when none could be read that way (not cached, a failure, the end of the file):
     /// ``chunk(at:count:reusing:)`` then reads them and says what went wrong.
     func readNow(at offset: Int64, count: Int, into buffer: inout ByteBuffer) -> Bool {
         let fd = descriptor
+        if buffer.capacity < count + Self.placementRoom {
+            buffer = ByteBufferAllocator().buffer(capacity: count + Self.placementRoom)
+        }
         buffer.clear()
         Self.place(&buffer, like: offset, count: count)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
@@ -151,6 +155,10 @@ final class UploadFile: Sendable {
         }
         return buffer.readableBytes > 0
     }
+
+    /// What a chunk's buffer holds beyond its bytes: room to start them where, within 4 KiB,
+    /// they lie in the file (``place(_:like:count:)``).
+    static let placementRoom = 4096
 
     /// Starts the empty `buffer`'s bytes, `count` of them to come, where within 4 KiB `offset`
     /// lies in the file.
@@ -163,7 +171,7 @@ final class UploadFile: Sendable {
     /// without room for them besides the `count` is left as it is.
     static func place(_ buffer: inout ByteBuffer, like offset: Int64, count: Int) {
         let address = buffer.withUnsafeMutableWritableBytes { Int(bitPattern: $0.baseAddress) }
-        let span = RequestBody.placementRoom
+        let span = placementRoom
         let skip = (Int(offset % Int64(span)) - address % span + span) % span
         guard buffer.writableBytes >= skip + count else { return }
         buffer.moveWriterIndex(forwardBy: skip)
