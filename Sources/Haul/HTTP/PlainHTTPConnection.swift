@@ -96,7 +96,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var pumping: Pump?
 
     private struct Pump {
-        let body: RequestBody
+        let length: Int64
         let readNow: @Sendable (Int64, inout ByteBuffer) -> Bool
         var sent: Int64
         let promise: EventLoopPromise<Int64>
@@ -183,7 +183,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         // Empty: `readNow` gives each the memory it wants the first time, reused after.
-        pumping = Pump(body: body, readNow: readNow, sent: offset, promise: promise, buffers: [ByteBuffer(), ByteBuffer()])
+        pumping = Pump(length: body.length, readNow: readNow, sent: offset, promise: promise, buffers: [ByteBuffer(), ByteBuffer()])
         pumpMore(context)
     }
 
@@ -191,7 +191,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard var pump = pumping.take() else { return }
         var chunks = 0
         var declined = false
-        while pump.sent < pump.body.length, context.channel.isWritable, chunks < Self.chunksPerTurn {
+        while pump.sent < pump.length, context.channel.isWritable, chunks < Self.chunksPerTurn {
             var buffer = pump.buffers[pump.next]
             pump.buffers[pump.next] = ByteBuffer()  // the only reference while it is read into
             guard pump.readNow(pump.sent, &buffer) else {
@@ -206,7 +206,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             lastActivity = .now()
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         }
-        if declined || pump.sent >= pump.body.length {
+        if declined || pump.sent >= pump.length {
             pump.promise.succeed(pump.sent)
         } else {
             pumping = pump
