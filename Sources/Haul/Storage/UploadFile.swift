@@ -140,9 +140,9 @@ final class UploadFile: Sendable {
 
     /// Up to `count` bytes from `offset`, read into `buffer` (cleared first; new memory when it
     /// has too little for them and their ``placementRoom``) on the calling thread, only those in
-    /// the page cache: no wait on the disk, so an event loop may call it.
-    /// False when none could be read that way (not cached, a failure, the end of the file):
-    /// ``chunk(at:count:reusing:)`` then reads them and says what went wrong.
+    /// the page cache: no wait on the disk, so an event loop may call it. False when none could
+    /// be read that way (not cached, a failure, the end of the file): ``chunk(at:count:reusing:)``
+    /// then reads them and says what went wrong.
     func readNow(at offset: Int64, count: Int, into buffer: inout ByteBuffer) -> Bool {
         let fd = descriptor
         if buffer.capacity < count + Self.placementRoom {
