@@ -103,9 +103,13 @@ struct GetCommand: AsyncParsableCommand {
         }
     }
 
-    /// URLs read from the input file a batch at a time: the first downloads start while the
-    /// rest of a long list is still being read.
+    /// URLs read from the input file a batch at a time, at most this many: the first downloads
+    /// start while the rest of a long list is still being read.
     static let batchSize = 5000
+    /// The first batch: the downloads start once this many URLs are added, not 5,000 (adding
+    /// those held a 10,000-file run's first request back 0.1-0.2 s); each next batch is four
+    /// times the last.
+    static let firstBatchSize = 64
 
     func run() async throws {
         let startedAt = ContinuousClock.now
@@ -158,8 +162,12 @@ struct GetCommand: AsyncParsableCommand {
         var urlOfFile: [String: String] = [:]
         // Downloads of URLs (not of a Metalink's files) whose answer may be a Metalink to follow.
         var followable: [DownloadManager.ID] = []
+        var batchSize = Self.firstBatchSize
         while interrupts.exitStatus == nil {
-            if pending.isEmpty, input != nil { pending = try input!.next(Self.batchSize) }
+            if pending.isEmpty, input != nil {
+                pending = try input!.next(batchSize)
+                batchSize = min(batchSize * 4, Self.batchSize)
+            }
             if pending.isEmpty && fromMetalinks.isEmpty {
                 // Every download so far is added: with --follow-metalink, the Metalinks among
                 // their answers are read once they are in, and their files are the next batch.

@@ -43,13 +43,17 @@ struct InputFile {
     }
 
     /// Up to `limit` entries; none at the end of the file.
+    ///
+    /// Only the first entry is waited for: a list still being written (`crawler | haul get -i -`)
+    /// hands over what has arrived, and its downloads start while the rest is on its way. An
+    /// entry is complete once the line after it has arrived (option lines may follow a URL).
     mutating func next(_ limit: Int) throws -> [InputEntry] {
         var entries: [InputEntry] = []
-        while entries.count < limit, let line = try readLine() {
+        while entries.count < limit, let line = try readLine(waiting: entries.isEmpty) {
             lineNumber += 1
             if let finished = try take(line) { entries.append(finished) }
         }
-        if entries.count < limit, let last = current {
+        if entries.count < limit, atEnd, start == buffer.count, let last = current {
             // The end of the file ends the last entry.
             current = nil
             entries.append(last)
@@ -108,7 +112,9 @@ struct InputFile {
         return trimmed
     }
 
-    private mutating func readLine() throws -> Substring? {
+    /// The next line; nil at the end of the input, or, unless `waiting`, when no whole line is
+    /// here and no more bytes are ready to read.
+    private mutating func readLine(waiting: Bool = true) throws -> Substring? {
         while true {
             if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[start..<newline], as: UTF8.self)
@@ -121,14 +127,31 @@ struct InputFile {
                 start = buffer.count
                 return line[...]
             }
+            if !waiting, !isReadable { return nil }
             // Keep only the unfinished line before reading more.
             buffer.removeSubrange(..<start)
             start = 0
-            let chunk: Data?
-            do { chunk = try handle.read(upToCount: 1 << 16) } catch {
-                throw ValidationError("cannot read input file \(name): \(error.localizedDescription)")
+            let chunk = try readChunk()
+            if chunk.isEmpty { atEnd = true } else { buffer += chunk }
+        }
+    }
+
+    /// Whether a read would return at once (a file always; a pipe once bytes or its end arrived).
+    private var isReadable: Bool {
+        var poller = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&poller, 1, 0) != 0
+    }
+
+    /// What one `read` returns, up to 64 KiB: from a pipe, whatever has arrived (Foundation's
+    /// `read(upToCount:)` waits for all 64 KiB or the end); empty at the end.
+    private func readChunk() throws -> [UInt8] {
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+            if count >= 0 { return Array(chunk[..<count]) }
+            guard errno == EINTR else {
+                throw ValidationError("cannot read input file \(name): \(String(cString: strerror(errno)))")
             }
-            if let chunk, !chunk.isEmpty { buffer += chunk } else { atEnd = true }
         }
     }
 }

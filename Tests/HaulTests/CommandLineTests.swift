@@ -267,6 +267,39 @@ import Testing
         #expect(!dir.exists("out/c.bin"))
     }
 
+    /// `crawler | haul get -i -`: the URLs that have arrived start downloading while the writer
+    /// is still at work, rather than after a batch of thousands or the end of the input.
+    @Test func aListStillBeingWrittenStartsWithWhatHasArrived() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let contents = (1...3).map { testBytes(1000, seed: UInt64($0)) }
+        for (index, bytes) in contents.enumerated() { server.serve("/\(index + 1).bin", Route(content: bytes)) }
+        let list = dir.file("list.fifo")
+        #expect(mkfifo(list, 0o600) == 0)
+        let haul = try HaulProcess(["get", "-q", "-i", "list.fifo", "-d", "out", "--state-dir", dir.file("state")], in: dir.path)
+        // The writer's end opens once haul has opened the reading end.
+        var writer: Int32 = -1
+        _ = try await waitUntil {
+            writer = open(list, O_WRONLY | O_NONBLOCK)
+            return writer >= 0
+        }
+        #expect(writer >= 0)
+        func send(_ line: String) { _ = Array(line.utf8).withUnsafeBytes { write(writer, $0.baseAddress, $0.count) } }
+
+        // The second URL's line completes the first entry (option lines could have followed).
+        send(server.url("/1.bin") + "\n" + server.url("/2.bin") + "\n")
+        let started = try await waitUntil(timeout: .seconds(20)) { dir.exists("out/1.bin") }
+        #expect(started, "the first URL waited for the rest of the list")
+        send(server.url("/3.bin") + "\n")
+        close(writer)
+        let (status, stderr) = try await haul.finish()
+        try await server.shutdown()
+
+        #expect(status == 0, "\(stderr)")
+        for (index, bytes) in contents.enumerated() { #expect(dir.contents("out/\(index + 1).bin") == bytes) }
+    }
+
     @Test func anUnwritableFolderIsExitThreeWithTheReason() async throws {
         let server = try await FaultServer.start()
         let dir = try TestDirectory()
