@@ -222,7 +222,8 @@ struct GetCommand: AsyncParsableCommand {
                     }
                 }
             } catch {
-                Terminal.error(error.description)
+                // The store's failure is said once, at the end, however many batches meet it.
+                if await manager.failure == nil { Terminal.error(error.description) }
                 failures.append(error)
                 break
             }
