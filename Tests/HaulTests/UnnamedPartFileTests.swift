@@ -68,8 +68,9 @@ import Testing
         let dir = try TestDirectory()
         defer { dir.remove() }
         let ends = Mutex<[FileCommitter.LingerEnd]>([])
-        // A linger far longer than the commits take.
-        let committer = FileCommitter(linger: .seconds(2)) { end in ends.withLock { $0.append(end) } }
+        // A linger far longer than the commits take, on a machine loaded by the other tests too
+        // (2 s timed out there: the two files came later than that).
+        let committer = FileCommitter(linger: .seconds(15)) { end in ends.withLock { $0.append(end) } }
         func part(_ name: String, seed: UInt64) throws -> PartFile {
             let part = try #require(PartFile.unnamed(path: dir.file(name + ".part")), "this filesystem has no O_TMPFILE")
             try part.write(ByteBuffer(bytes: testBytes(100, seed: seed)), at: 0)
