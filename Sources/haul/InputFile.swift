@@ -131,8 +131,7 @@ struct InputFile {
             // Keep only the unfinished line before reading more.
             buffer.removeSubrange(..<start)
             start = 0
-            let chunk = try readChunk()
-            if chunk.isEmpty { atEnd = true } else { buffer += chunk }
+            if try !readMore() { atEnd = true }
         }
     }
 
@@ -142,15 +141,21 @@ struct InputFile {
         return poll(&poller, 1, 0) != 0
     }
 
-    /// What one `read` returns, up to 64 KiB: from a pipe, whatever has arrived (Foundation's
-    /// `read(upToCount:)` waits for all 64 KiB or the end); empty at the end.
-    private func readChunk() throws -> [UInt8] {
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    /// Appends what one `read` returns, up to 64 KiB, to the buffer: from a pipe, whatever has
+    /// arrived (Foundation's `read(upToCount:)` waits for all 64 KiB or the end). False at the end.
+    private mutating func readMore() throws -> Bool {
+        let (kept, room) = (buffer.count, 1 << 16)
+        buffer.append(contentsOf: repeatElement(0, count: room))
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-            if count >= 0 { return Array(chunk[..<count]) }
+            let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress! + kept, room) }
+            if count >= 0 {
+                buffer.removeLast(room - count)
+                return count > 0
+            }
             guard errno == EINTR else {
-                throw ValidationError("cannot read input file \(name): \(String(cString: strerror(errno)))")
+                let reason = String(cString: strerror(errno))
+                buffer.removeLast(room)
+                throw ValidationError("cannot read input file \(name): \(reason)")
             }
         }
     }
