@@ -15,12 +15,15 @@ final class AttemptHandle: Sendable {
     /// Starts `body` in a task of its own, on Swift's global executor. (It was started from an
     /// event loop picked in turn, to spread the attempts over the loops where they ran on them;
     /// they never did in the release binary, and the hop cost a thread switch a download.)
-    static func start(_ body: @escaping @Sendable (AttemptHandle) async -> Void) -> AttemptHandle {
+    ///
+    /// With `finishing` false, the task's end is not the attempt's: whoever `body` reports its
+    /// end to calls ``finish()`` once it has taken the report in.
+    static func start(finishing: Bool = true, _ body: @escaping @Sendable (AttemptHandle) async -> Void) -> AttemptHandle {
         let handle = AttemptHandle()
         handle.set(
             Task {
                 await body(handle)
-                handle.finish()
+                if finishing { handle.finish() }
             })
         return handle
     }
@@ -41,7 +44,7 @@ final class AttemptHandle: Sendable {
         task?.cancel()
     }
 
-    private func finish() {
+    func finish() {
         let waiters = state.withLock { state in
             state.finished = true
             defer { state.waiters = [] }

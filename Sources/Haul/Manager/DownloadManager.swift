@@ -106,6 +106,8 @@ public actor DownloadManager {
     let hub = EventHub()
     /// The latest progress of running downloads, written from their transfers without a hop.
     let board = ProgressBoard<DownloadProgress>()
+    /// What the attempts' tasks reported and the manager has not taken in yet.
+    let reports = AttemptReports()
     /// The uploads of this manager: a short queue beside the downloads, sharing their `-j`,
     /// host slots and store.
     var uploadBook = UploadBook()
