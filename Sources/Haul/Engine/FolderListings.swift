@@ -55,7 +55,13 @@ final class FolderListings: Sendable {
         var watches: [String: Int32] = [:]
         /// Folders that could not be watched (asked again only after a failure elsewhere).
         var unwatchable: Set<String> = []
+        /// What the kernel's queue is read into: one for the life of the listings, not an
+        /// allocation for each question (two a file).
+        let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FolderListings.readSize, alignment: 8)
     }
+
+    /// The bytes of inotify events read at once.
+    private static let readSize = 8 << 10
 
     /// Folders kept at once: a list goes to one folder, a daemon's queue to a few.
     static let maxFolders = 16
@@ -107,8 +113,10 @@ final class FolderListings: Sendable {
     }
 
     deinit {
-        let descriptor = state.withLock { $0.descriptor }
-        if descriptor >= 0 { close(descriptor) }
+        state.withLock { state in
+            if state.descriptor >= 0 { close(state.descriptor) }
+            state.readBuffer.deallocate()
+        }
     }
 
     /// Whether `folder` holds an entry (of any kind, as `lstat` sees it) named `name` or
@@ -180,9 +188,7 @@ final class FolderListings: Sendable {
 
     /// Applies every change the kernel queued since the last question.
     private func drain(_ state: inout State) {
-        let size = 8 << 10
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
-        defer { buffer.deallocate() }
+        let (buffer, size) = (state.readBuffer, Self.readSize)
         while true {
             let count = read(state.descriptor, buffer.baseAddress, size)
             guard count > 0 else { return }
