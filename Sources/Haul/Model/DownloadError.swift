@@ -171,7 +171,16 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
     public let errorNumber: Int32?
     /// For ``Kind/paused``: the token that continues the download, in this process or another
     /// (nil when it stopped before its file was named, with nothing on disk).
-    public let resumeToken: ResumeToken?
+    public var resumeToken: ResumeToken? { pausedAt?.token }
+    /// The token, kept apart: it is a few hundred bytes, and an error is carried in the frame
+    /// of every call that can throw one (a download's task allocated some 50 KB of frames).
+    private let pausedAt: TokenBox?
+
+    private final class TokenBox: Sendable, Equatable {
+        let token: ResumeToken
+        init(_ token: ResumeToken) { self.token = token }
+        static func == (a: TokenBox, b: TokenBox) -> Bool { a.token == b.token }
+    }
 
     init(
         kind: Kind, message: String, url: String? = nil, status: Int? = nil,
@@ -187,7 +196,7 @@ public struct DownloadError: Error, Sendable, Equatable, CustomStringConvertible
         self.retryAfter = retryAfter
         self.path = path
         self.errorNumber = errorNumber
-        self.resumeToken = resumeToken
+        pausedAt = resumeToken.map(TokenBox.init)
     }
 
     /// `URL: message`, or just the message when no URL is attached.
