@@ -33,34 +33,39 @@ struct EntryTable: Sequence {
             guard let slot = slots[id] else { return absent.withUnsafeBufferPointer { $0.baseAddress! } }
             return chunks[Int(slot) / Self.chunkSize].withUnsafeBufferPointer { $0.baseAddress! + Int(slot) % Self.chunkSize }
         }
+        // One yield, inlined where it is used: a coroutine that is called gets its frame from
+        // `malloc` when the frame is larger than the few words its caller lends it, and this
+        // one's was 2,000 bytes, allocated and freed for every change of an entry (eleven a
+        // download). An id without an entry gets an empty slot for the access, taken back
+        // after it unless an entry was put there.
+        @inline(__always)
         _modify {
-            if let slot = slots[id].map(Int.init) {
-                yield &chunks[slot / Self.chunkSize][slot % Self.chunkSize]
-                // Looked at where it is (the array's getter would copy it).
-                let emptied = chunks[slot / Self.chunkSize].withUnsafeBufferPointer { chunk in
-                    if case .none = chunk.baseAddress![slot % Self.chunkSize] { true } else { false }
-                }
-                if emptied { removeValue(forKey: id) }
-            } else {
-                var added: Entry?
-                yield &added
-                if let added { append(added, for: id) }
+            let slot = slots[id].map(Int.init) ?? appendEmptySlot(for: id)
+            yield &chunks[slot / Self.chunkSize][slot % Self.chunkSize]
+            // Looked at where it is (the array's getter would copy it).
+            let emptied = chunks[slot / Self.chunkSize].withUnsafeBufferPointer { chunk in
+                if case .none = chunk.baseAddress![slot % Self.chunkSize] { true } else { false }
             }
+            if emptied { removeValue(forKey: id) }
         }
     }
 
-    private mutating func append(_ entry: Entry, for id: DownloadID) {
+    /// A slot for `id` at the end, empty; its index.
+    @inline(never)
+    private mutating func appendEmptySlot(for id: DownloadID) -> Int {
         if chunks.last.map({ $0.count == Self.chunkSize }) ?? true {
             var chunk = ContiguousArray<Entry?>()
             chunk.reserveCapacity(Self.chunkSize)
             chunks.append(chunk)
         }
-        slots[id] = Int32((chunks.count - 1) * Self.chunkSize + chunks[chunks.count - 1].count)
-        chunks[chunks.count - 1].append(entry)
+        let slot = (chunks.count - 1) * Self.chunkSize + chunks[chunks.count - 1].count
+        slots[id] = Int32(slot)
+        chunks[chunks.count - 1].append(nil)
+        return slot
     }
 
     /// Removes the entry for `id` (the last entry moves into its slot) and returns it.
-    @discardableResult
+    @discardableResult @inline(never)
     mutating func removeValue(forKey id: DownloadID) -> Entry? {
         guard let slot = slots.removeValue(forKey: id).map(Int.init) else { return nil }
         let last = chunks.count - 1
