@@ -50,4 +50,20 @@ import Testing
         for id in ids { table[id] = nil }
         #expect(table.isEmpty && Array(table).isEmpty)
     }
+
+    /// A change through the subscript of an id without an entry (optional chaining) leaves the
+    /// table as it was, when the last chunk is full as when it is not.
+    @Test func aChangeOfAnIdWithoutAnEntryChangesNothing() {
+        var table = EntryTable()
+        let ids = (1...UInt64(EntryTable.chunkSize + 1)).map(DownloadID.init(rawValue:))
+        for (index, id) in ids.enumerated() {
+            let missing = DownloadID(rawValue: 1 << 40 + UInt64(index))
+            table[missing]?.position = 7
+            #expect(table.count == index && !table.contains(missing) && table[missing] == nil)
+            table[id] = entry(id, position: Int64(index))
+        }
+        #expect(table.count == ids.count)
+        for (index, id) in ids.enumerated() { #expect(table[id]?.position == Int64(index)) }
+        #expect(Array(table).count == ids.count)
+    }
 }

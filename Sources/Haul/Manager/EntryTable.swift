@@ -15,6 +15,9 @@ struct EntryTable: Sequence {
     /// references, for every look at or change of a running download.
     private var chunks: [ContiguousArray<Entry?>] = []
     private var slots: [DownloadID: Int32] = [:]
+    /// The last chunk emptied, kept for the next: an access to an id without an entry while the
+    /// last chunk is full adds a chunk and takes it back at once, and would allocate one each time.
+    private var spare: ContiguousArray<Entry?>?
     /// What a look for an unknown id sees.
     private let absent: ContiguousArray<Entry?> = [nil]
 
@@ -54,7 +57,8 @@ struct EntryTable: Sequence {
     @inline(never)
     private mutating func appendEmptySlot(for id: DownloadID) -> Int {
         if chunks.last.map({ $0.count == Self.chunkSize }) ?? true {
-            var chunk = ContiguousArray<Entry?>()
+            var chunk = spare ?? ContiguousArray<Entry?>()
+            spare = nil
             chunk.reserveCapacity(Self.chunkSize)
             chunks.append(chunk)
         }
@@ -70,7 +74,7 @@ struct EntryTable: Sequence {
         guard let slot = slots.removeValue(forKey: id).map(Int.init) else { return nil }
         let last = chunks.count - 1
         guard let lastEntry = chunks[last].popLast() else { return nil }
-        if chunks[last].isEmpty { chunks.removeLast() }
+        if chunks[last].isEmpty { spare = chunks.removeLast() }
         let lastSlot = last * Self.chunkSize + (chunks.count > last ? chunks[last].count : 0)
         if slot == lastSlot { return lastEntry }
         let removed = chunks[slot / Self.chunkSize][slot % Self.chunkSize]
