@@ -20,9 +20,7 @@ import Testing
     }
 
     @Test func attemptsThatEndTogetherAreTakenInTogether() async throws {
-        let store = try Store(inMemory: ())
-        let downloader = Downloader(Downloader.Configuration(stateDirectory: "/nonexistent"), store: store)
-        let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 64, maxConnectionsPerHost: 64))
+        let (manager, downloader) = try inMemoryManager(maxConcurrent: 64, perHost: 64)
         let gate = Gate()
         await manager.setAttemptRunner { request, _, events in
             await gate.wait()

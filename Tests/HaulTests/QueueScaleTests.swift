@@ -5,20 +5,13 @@ import Testing
 /// The queue's own cost, without the network: a manager on a store in memory whose attempts
 /// finish at once. Counts of work, not times, so a loaded machine cannot make them flaky.
 @Suite(.serialized) struct QueueScaleTests {
-    /// A manager whose every attempt completes immediately.
-    func manager(maxConcurrent: Int = 16) throws -> (DownloadManager, Downloader) {
-        let store = try Store(inMemory: ())
-        let downloader = Downloader(Downloader.Configuration(stateDirectory: "/nonexistent"), store: store)
-        return (DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: maxConcurrent)), downloader)
-    }
-
     func requests(_ count: Int, from start: Int = 0) -> [DownloadRequest] {
         (start..<start + count).map { DownloadRequest(url: "http://h\($0 % 7).example/f\($0).bin", file: "/scale/f\($0).bin") }
     }
 
     /// Adds `count` downloads in batches and lets them all complete; returns the queue's visits.
     func run(_ count: Int) async throws -> (visits: Int, transactions: Int) {
-        let (manager, downloader) = try manager()
+        let (manager, downloader) = try inMemoryManager()
         await manager.setAttemptRunner { request, _, events in
             await events.transferred()
             return .success(DownloadResult(path: request.destination.path, bytes: 1, bytesFetched: 1, wasAlreadyComplete: false))
@@ -57,7 +50,7 @@ import Testing
     }
 
     @Test func pagesComeFromTheIndex() async throws {
-        let (manager, downloader) = try manager()
+        let (manager, downloader) = try inMemoryManager()
         _ = try await manager.add(contentsOf: requests(20_000), paused: true)
         let before = await manager.queueVisits
         let page = await manager.waiting(from: 10_000, limit: 100)
@@ -74,9 +67,7 @@ import Testing
     }
 
     @Test func aHostAtItsLimitSetsItsDownloadsAsideWithoutRescanning() async throws {
-        let store = try Store(inMemory: ())
-        let downloader = Downloader(Downloader.Configuration(stateDirectory: "/nonexistent"), store: store)
-        let manager = DownloadManager(downloader: downloader, configuration: .init(maxConcurrentDownloads: 8, maxConnectionsPerHost: 2))
+        let (manager, downloader) = try inMemoryManager(maxConcurrent: 8, perHost: 2)
         let gate = Gate()
         await manager.setAttemptRunner { request, _, _ in
             await gate.wait()

@@ -87,3 +87,11 @@ extension Harness {
             configuration: .init(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost))
     }
 }
+
+/// A manager on a store in memory, without a state folder: for tests whose attempts are stand-ins
+/// (``DownloadManager/setAttemptRunner(_:)``), so nothing touches the network or the disk.
+func inMemoryManager(maxConcurrent: Int = 16, perHost: Int = 16) throws -> (DownloadManager, Downloader) {
+    let downloader = Downloader(Downloader.Configuration(stateDirectory: "/nonexistent"), store: try Store(inMemory: ()))
+    let configuration = DownloadManager.Configuration(maxConcurrentDownloads: maxConcurrent, maxConnectionsPerHost: perHost)
+    return (DownloadManager(downloader: downloader, configuration: configuration), downloader)
+}
