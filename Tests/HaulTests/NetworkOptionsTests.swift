@@ -291,4 +291,66 @@ func closedPort() throws -> Int {
         plain.maxTries = 5
         #expect(plain.sharesOptions(with: DownloadRequest(url: "http://h/d", file: "/tmp/d")))
     }
+
+    /// The options column of a row keeps only what differs from the defaults, and reads back
+    /// to the very request, defaults and all.
+    @Test func aStoredRequestKeepsWhatDiffersFromTheDefaults() throws {
+        var request = DownloadRequest(url: "https://h/f", directory: "/tmp/out")
+        request.connections = 4
+        request.network.tls.caCertificate = "/etc/ca.pem"
+        let stored = try DownloadRow.storedOptions(of: request)
+        let keys = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
+        #expect(Set(keys.keys) == ["url", "destination", "connections", "network"])
+        #expect(stored.contains(#""network":{"tls":{"caCertificate":"\/etc\/ca.pem"}}"#))
+        let read = try DownloadRow.request(options: stored, url: request.url, destinationKind: 1, destination: "/tmp/out")
+        #expect(read == request)
+
+        // Every option away from its default is written, and read back as it was.
+        var every = request
+        every.headers = [.init(name: "X-A", value: "1")]
+        every.followMetalink = true
+        every.maxTries = 2
+        every.retryWait = .milliseconds(250)
+        every.overwrite = true
+        every.minimumSplitSize = 4 << 20
+        every.rateLimit = 1000
+        every.confinement = "/tmp"
+        every.network.proxy = ProxySettings(all: "http://p:3128", noProxy: ["localhost"])
+        every.network.proxy.user = "pu"
+        every.network.proxy.password = "pp"
+        every.network.tls.verify = false
+        every.network.tls.certificate = "/c.pem"
+        every.network.tls.privateKey = "/k.pem"
+        every.network.user = "u"
+        every.network.password = "p"
+        every.network.useNetrc = true
+        every.network.netrcPath = "/n"
+        every.network.cookieFile = "/cookies"
+        every.network.userAgent = "ua"
+        every.network.referer = "*"
+        every.network.connectTimeout = .seconds(3)
+        every.network.maxRedirects = 2
+        every.network.http2 = true
+        let everyStored = try DownloadRow.storedOptions(of: every)
+        let everyRead = try DownloadRow.request(options: everyStored, url: every.url, destinationKind: 1, destination: "/tmp/out")
+        #expect(everyRead == every)
+        #expect(everyRead.network == every.network && everyRead.maxTries == 2 && everyRead.retryWait == .milliseconds(250))
+    }
+
+    /// A row written with every option spelled out (as versions before this one wrote them)
+    /// reads as it did.
+    @Test func aRequestStoredWithEveryOptionReadsAsBefore() throws {
+        let old =
+            #"{"confinement":"\/tmp\/out","connections":4,"destination":{"file":{"_0":""}},"maxTries":5,"#
+            + #""minimumSplitSize":1048576,"network":{"connectTimeout":[0,15000000000000000000],"http2":false,"maxRedirects":10,"#
+            + #""proxy":{"noProxy":[]},"tls":{"caCertificate":"\/etc\/ca.pem","verify":true},"useNetrc":false},"overwrite":false,"#
+            + #""retryWait":[0,1000000000000000000],"url":""}"#
+        let read = try DownloadRow.request(options: old, url: "https://h/f", destinationKind: 1, destination: "/tmp/out")
+        var expected = DownloadRequest(url: "https://h/f", directory: "/tmp/out")
+        expected.connections = 4
+        expected.confinement = "/tmp/out"
+        expected.network.tls.caCertificate = "/etc/ca.pem"
+        #expect(read == expected)
+        #expect(try DownloadRow.storedOptions(of: read).utf8.count < old.utf8.count / 2)
+    }
 }

@@ -282,10 +282,12 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         case confinement, pieces, followMetalink
     }
 
-    /// Writes what differs from the defaults (the network options only when set): each stored
-    /// row carries its request.
+    /// Writes the URL, the destination and what differs from the defaults, which
+    /// ``init(from:)`` fills back in: each stored row carries its request, and a list's 100,000
+    /// rows written with every default were most of the store's bytes.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        let defaults = OptionsBox.standard.value
         try container.encode(url, forKey: .url)
         if hasMirrors { try container.encode(sources, forKey: .sources) }
         try container.encode(destination, forKey: .destination)
@@ -293,13 +295,13 @@ public struct DownloadRequest: Sendable, Hashable, Codable {
         try container.encodeIfPresent(checksum, forKey: .checksum)
         try container.encodeIfPresent(pieces, forKey: .pieces)
         if followMetalink { try container.encode(true, forKey: .followMetalink) }
-        try container.encode(maxTries, forKey: .maxTries)
-        try container.encode(retryWait, forKey: .retryWait)
-        try container.encode(overwrite, forKey: .overwrite)
-        try container.encode(connections, forKey: .connections)
-        try container.encode(minimumSplitSize, forKey: .minimumSplitSize)
+        if maxTries != defaults.maxTries { try container.encode(maxTries, forKey: .maxTries) }
+        if retryWait != defaults.retryWait { try container.encode(retryWait, forKey: .retryWait) }
+        if overwrite { try container.encode(true, forKey: .overwrite) }
+        if connections != defaults.connections { try container.encode(connections, forKey: .connections) }
+        if minimumSplitSize != defaults.minimumSplitSize { try container.encode(minimumSplitSize, forKey: .minimumSplitSize) }
         try container.encodeIfPresent(rateLimit, forKey: .rateLimit)
-        if network != OptionsBox.standard.value.network { try container.encode(network, forKey: .network) }
+        if network != defaults.network { try container.encode(network, forKey: .network) }
         try container.encodeIfPresent(confinement, forKey: .confinement)
     }
 

@@ -62,6 +62,29 @@ public struct NetworkOptions: Sendable, Hashable, Codable {
         http2 = try container.decodeIfPresent(Bool.self, forKey: .http2) ?? defaults.http2
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case proxy, tls, user, password, useNetrc, netrcPath, cookieFile, userAgent, referer, connectTimeout, maxRedirects, http2
+    }
+
+    /// Writes only what differs from the defaults, which ``init(from:)`` fills back in: every
+    /// stored download carries its options.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        let defaults = NetworkOptions()
+        if proxy != defaults.proxy { try container.encode(proxy, forKey: .proxy) }
+        if tls != defaults.tls { try container.encode(tls, forKey: .tls) }
+        try container.encodeIfPresent(user, forKey: .user)
+        try container.encodeIfPresent(password, forKey: .password)
+        if useNetrc != defaults.useNetrc { try container.encode(useNetrc, forKey: .useNetrc) }
+        try container.encodeIfPresent(netrcPath, forKey: .netrcPath)
+        try container.encodeIfPresent(cookieFile, forKey: .cookieFile)
+        try container.encodeIfPresent(userAgent, forKey: .userAgent)
+        try container.encodeIfPresent(referer, forKey: .referer)
+        if connectTimeout != defaults.connectTimeout { try container.encode(connectTimeout, forKey: .connectTimeout) }
+        if maxRedirects != defaults.maxRedirects { try container.encode(maxRedirects, forKey: .maxRedirects) }
+        if http2 != defaults.http2 { try container.encode(http2, forKey: .http2) }
+    }
+
     /// Checks what can be checked before connecting: proxy URLs, files that must exist, sane numbers.
     ///
     /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/invalidRequest`` naming what is wrong.
@@ -105,6 +128,19 @@ public struct TLSOptions: Sendable, Hashable, Codable {
         verify = try container.decodeIfPresent(Bool.self, forKey: .verify) ?? true
         certificate = try container.decodeIfPresent(String.self, forKey: .certificate)
         privateKey = try container.decodeIfPresent(String.self, forKey: .privateKey)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case caCertificate, verify, certificate, privateKey
+    }
+
+    /// Writes only what differs from the defaults, which ``init(from:)`` fills back in.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(caCertificate, forKey: .caCertificate)
+        if !verify { try container.encode(verify, forKey: .verify) }
+        try container.encodeIfPresent(certificate, forKey: .certificate)
+        try container.encodeIfPresent(privateKey, forKey: .privateKey)
     }
 
     func validate() throws(DownloadError) {

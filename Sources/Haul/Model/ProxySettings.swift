@@ -48,6 +48,21 @@ public struct ProxySettings: Sendable, Hashable, Codable {
         password = try container.decodeIfPresent(String.self, forKey: .password)
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case all, http, https, noProxy, user, password
+    }
+
+    /// Writes only what is set, which ``init(from:)`` reads back.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(all, forKey: .all)
+        try container.encodeIfPresent(http, forKey: .http)
+        try container.encodeIfPresent(https, forKey: .https)
+        if !noProxy.isEmpty { try container.encode(noProxy, forKey: .noProxy) }
+        try container.encodeIfPresent(user, forKey: .user)
+        try container.encodeIfPresent(password, forKey: .password)
+    }
+
     /// Whether no proxy is set at all.
     public var isEmpty: Bool { all == nil && http == nil && https == nil }
 

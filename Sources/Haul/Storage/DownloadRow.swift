@@ -110,7 +110,7 @@ struct DownloadRow: Sendable, Hashable, FetchableRecord, PersistableRecord {
     private static let decodedOptions = Mutex(Remembered<String, DownloadRequest>())
 
     /// The last few dozen values made, by key; the last one asked for apart, compared before
-    /// any key is hashed: a queue's rows carry one set of options, 600 bytes of JSON each.
+    /// any key is hashed: a queue's rows carry one set of options, a few hundred bytes of JSON each.
     private struct Remembered<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var last: (key: Key, value: Value)?
         var values: [Key: Value] = [:]
