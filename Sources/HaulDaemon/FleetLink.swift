@@ -257,6 +257,9 @@ final class FleetLink: Service {
 
     // MARK: Notifications
 
+    /// Whether another daemon's clients listen, as last looked: a notification is relayed only then.
+    var othersListen: Bool { state.withLock { $0.othersListen } }
+
     /// Sends `notification` (aria2's, as this daemon's WebSocket clients get it) to the other
     /// daemons' clients, with the others of the next ``relayInterval``; dropped while no other
     /// daemon has a client.

@@ -25,7 +25,9 @@ final class Notifier: Service {
 
     init(manager: DownloadManager, hooks: Hooks, metrics: DaemonMetrics, logger: Logger) async {
         self.manager = manager
-        events = await manager.events()
+        // Its notifications are of starts and ends: a progress snapshot of every download, ten
+        // times a second each, would only be dropped here.
+        events = await manager.events(includingProgress: false)
         self.hooks = hooks
         self.metrics = metrics
         self.logger = logger
@@ -82,9 +84,14 @@ final class Notifier: Service {
             if case .started = event { transferring.insert(event.id) } else if event.isTerminal { transferring.remove(event.id) }
             guard let name = Self.notification(for: event) else { continue }
             if name == "aria2.onDownloadPause" || name == "aria2.onDownloadStop", !wasTransferring { continue }
-            let notification: JSONValue = ["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id.description)]]]
-            send(notification)
-            subscribers.withLock { $0.fleet }?.relay(notification)
+            // Made only for someone to read it: a daemon nobody watches runs thousands of small files.
+            let (listeners, fleet) = subscribers.withLock { ($0.streams.count, $0.fleet) }
+            let relayed = fleet?.othersListen == true
+            if listeners > 0 || relayed {
+                let notification: JSONValue = ["jsonrpc": "2.0", "method": .string(name), "params": [["gid": .string(event.id.description)]]]
+                send(notification)
+                if relayed { fleet?.relay(notification) }
+            }
             switch event {
             case .completed(let id, let result):
                 logger.notice("\(id) complete: \(result.path)")

@@ -68,6 +68,48 @@ import Testing
         }
     }
 
+    /// A stream asked for without progress gets every other event, in the same order, and no
+    /// snapshot of a transfer; one with progress (asked for beside it) gets them all.
+    @Test func eventsWithoutProgressAreEveryOtherEvent() async throws {
+        try await withManager(maxConcurrent: 2) { server, harness, _, manager in
+            let contents = serveFiles(server, count: 3, bytesPerSecond: 1 << 20)
+            let all = await EventLog.recording(manager)
+            let lives = await EventLog.recording(manager, includingProgress: false)
+            let ids = try await manager.add(
+                contentsOf: contents.indices.map { harness.request(server.url("/f\($0).bin"), file: "f\($0).bin") }
+            ).map { try $0.get() }
+            await manager.waitUntilIdle()
+            await manager.shutdown()
+            await all.ended()
+            await lives.ended()
+            #expect(all.events.contains { if case .progress = $0 { true } else { false } })
+            #expect(!lives.events.contains { if case .progress = $0 { true } else { false } })
+            #expect(lives.lifecycle() == all.lifecycle())
+            #expect(Set(lives.lifecycle().filter { $0.hasPrefix("completed") }) == Set(ids.map { "completed \($0)" }))
+        }
+    }
+
+    /// With only streams that want no progress, no transfer's snapshot is sent at all.
+    @Test func noProgressIsSentToStreamsThatDoNotWantIt() async throws {
+        let hub = EventHub()
+        let stream = hub.subscribe(open: true, progress: false)
+        #expect(!hub.wantsProgress)
+        let watching = hub.subscribe(open: true)
+        #expect(hub.wantsProgress)
+        let id = DownloadManager.ID(rawValue: 7)
+        hub.send(.started(id))
+        hub.send(.progress(id, DownloadProgress(bytesDone: 1, bytesPerSecond: 0)))
+        hub.send(.removed(id))
+        hub.finish()
+        #expect(!hub.wantsProgress)
+        var kinds: [String] = []
+        for await event in stream { kinds.append("\(event)".prefix { $0 != "(" }.description) }
+        #expect(kinds == ["started", "removed"])
+        var all = 0
+        for await _ in watching { all += 1 }
+        #expect(all == 3)
+    }
+
     @Test func addingTheSameDownloadTwiceReturnsTheFirst() async throws {
         try await withManager { server, harness, _, manager in
             var stuck = Route(content: testBytes(Self.size, seed: 100))

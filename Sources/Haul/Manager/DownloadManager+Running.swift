@@ -88,13 +88,13 @@ extension DownloadManager {
         var runEvents = DownloadRunner.RunEvents()
         runEvents.progress = { progress in
             board.update(id, progress)
-            if hub.hasSubscribers { hub.send(.progress(id, progress)) }
+            if hub.wantsProgress { hub.send(.progress(id, progress)) }
         }
         runEvents.note = { note in
             var progress = board.progress(of: id) ?? DownloadProgress(bytesDone: 0, bytesPerSecond: 0)
             progress.note = note
             board.update(id, progress)
-            if hub.hasSubscribers { hub.send(.progress(id, progress)) }
+            if hub.wantsProgress { hub.send(.progress(id, progress)) }
         }
         runEvents.resolved = { path in
             var progress = board.progress(of: id) ?? DownloadProgress(bytesDone: 0, bytesPerSecond: 0)

@@ -198,7 +198,15 @@ public actor DownloadManager {
     /// A new stream of every event from now on. Each caller gets its own stream; it ends
     /// when the manager shuts down.
     public func events() -> AsyncStream<Event> {
-        hub.subscribe(open: !isShutDown)
+        events(includingProgress: true)
+    }
+
+    /// A new stream of the events from now on; without `includingProgress`, every one but
+    /// ``Event/progress(_:_:)``, which comes for each running download up to ten times a second
+    /// and once more as it ends: an observer of the downloads' lives only (their starts and
+    /// ends) is not handed a snapshot of each to drop.
+    public func events(includingProgress: Bool) -> AsyncStream<Event> {
+        hub.subscribe(open: !isShutDown, progress: includingProgress)
     }
 
     /// One download as it stands, or nil for an unknown id.
@@ -317,37 +325,55 @@ public actor DownloadManager {
 
 /// The subscribers of a manager's events; sending needs no hop to the actor.
 final class EventHub: Sendable {
+    private struct Subscriber {
+        var continuation: AsyncStream<DownloadManager.Event>.Continuation
+        /// Whether it is given ``DownloadManager/Event/progress(_:_:)`` events.
+        var wantsProgress: Bool
+    }
+
     private struct State {
-        var subscribers: [UUID: AsyncStream<DownloadManager.Event>.Continuation] = [:]
+        var subscribers: [UUID: Subscriber] = [:]
+        /// The subscribers that want progress, counted.
+        var progressSubscribers = 0
     }
 
     private let state = Mutex(State())
 
-    func subscribe(open: Bool) -> AsyncStream<DownloadManager.Event> {
+    /// A stream of the events sent from now on; with `progress` false, of all but progress.
+    func subscribe(open: Bool, progress: Bool = true) -> AsyncStream<DownloadManager.Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: DownloadManager.Event.self, bufferingPolicy: .unbounded)
         guard open else {
             continuation.finish()
             return stream
         }
         let key = UUID()
-        state.withLock { $0.subscribers[key] = continuation }
+        state.withLock { state in
+            state.subscribers[key] = Subscriber(continuation: continuation, wantsProgress: progress)
+            if progress { state.progressSubscribers += 1 }
+        }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: key) }
+            self?.state.withLock { state in
+                if state.subscribers.removeValue(forKey: key)?.wantsProgress == true { state.progressSubscribers -= 1 }
+            }
         }
         return stream
     }
 
     func send(_ event: DownloadManager.Event) {
-        let subscribers = state.withLock { Array($0.subscribers.values) }
+        let isProgress = if case .progress = event { true } else { false }
+        let subscribers = state.withLock { state in
+            state.subscribers.values.compactMap { !isProgress || $0.wantsProgress ? $0.continuation : nil }
+        }
         for subscriber in subscribers { subscriber.yield(event) }
     }
 
-    var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
+    /// Whether anyone is given progress events: a transfer's snapshot is sent only then.
+    var wantsProgress: Bool { state.withLock { $0.progressSubscribers > 0 } }
 
     func finish() {
         let subscribers = state.withLock { state in
-            defer { state.subscribers = [:] }
-            return Array(state.subscribers.values)
+            defer { (state.subscribers, state.progressSubscribers) = ([:], 0) }
+            return state.subscribers.values.map(\.continuation)
         }
         for subscriber in subscribers { subscriber.finish() }
     }

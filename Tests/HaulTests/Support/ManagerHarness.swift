@@ -7,9 +7,9 @@ final class EventLog: Sendable {
     private let recorded = Mutex<[DownloadManager.Event]>([])
     private let reader = Mutex<Task<Void, Never>?>(nil)
 
-    static func recording(_ manager: DownloadManager) async -> EventLog {
+    static func recording(_ manager: DownloadManager, includingProgress: Bool = true) async -> EventLog {
         let log = EventLog()
-        let stream = await manager.events()
+        let stream = await manager.events(includingProgress: includingProgress)
         log.reader.withLock { $0 = Task { for await event in stream { log.recorded.withLock { $0.append(event) } } } }
         return log
     }
