@@ -195,7 +195,12 @@ struct PostgreSQLStoreTests {
                 try await group.waitForAll()
             }
             let versions = try await stores[0].fetch("SELECT version FROM haul_migration") { $0["version"] as Int64 }
-            #expect(versions == [1, 2, 3, 4, 5, 6])
+            #expect(versions == [1, 2, 3, 4, 5, 6, 7])
+            // The path index holds only the rows that have one (v7).
+            let definition = try await stores[0].fetch("SELECT indexdef FROM pg_indexes WHERE indexname = 'download_path'") {
+                $0["indexdef"] as String
+            }
+            #expect(definition.first?.hasSuffix("WHERE (path IS NOT NULL)") == true, "\(definition)")
             for store in stores { try await store.close() }
             // A store opened later finds it done.
             let later = try Self.store(postgres)

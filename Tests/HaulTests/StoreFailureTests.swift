@@ -16,7 +16,7 @@ import Testing
             defer { dir.remove() }
             // Room for the store's schema (its migrations, v8's upload table included, go to the
             // log at the first open), not for the rows of 3000 downloads.
-            let disk = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
+            let disk = try #require(TinyDisk(at: dir.file("state"), size: "320k"))
             defer { disk.unmount() }
             var list = ""
             for index in 0..<3000 {
@@ -51,7 +51,7 @@ import Testing
             let dir = try TestDirectory()
             defer { dir.remove() }
             let files = MirrorTests.serveTree(on: server, count: 600, size: 8000)
-            let state = try #require(TinyDisk(at: dir.file("state"), size: "256k"))
+            let state = try #require(TinyDisk(at: dir.file("state"), size: "320k"))
             let records = try await HaulProcess.capture(
                 ["mirror", "-q", "-j", "8", server.url("/tree/"), "records", "--state-dir", dir.file("state")], in: dir.path)
             state.unmount()

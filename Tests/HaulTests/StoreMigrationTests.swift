@@ -88,6 +88,40 @@ import Testing
         try await server.shutdown()
     }
 
+    /// The path index holds only the rows that have a path (v12), from a fresh store and from
+    /// one of v11 alike, and the engine's lookup by path still goes through it.
+    @Test func thePathIndexHoldsOnlyRowsWithAPath() async throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let queue = try DatabaseQueue(path: dir.file("v11.sqlite"))
+        try Store.migrator.migrate(queue, upTo: "v11")
+        try await queue.write { db in
+            for (id, path) in [(1, nil), (2, "/w/b.bin")] as [(Int64, String?)] {
+                try db.execute(
+                    sql: "INSERT INTO download (id, queue, url, destinationKind, destination, request, status, path, createdAt, updatedAt) "
+                        + "VALUES (?, 'q', ?, 0, ?, '{}', 0, ?, 0, 0)",
+                    arguments: [id, "http://h.example/\(id)", "/w/\(id)", path])
+            }
+        }
+        try Store.migrator.migrate(queue)
+        let fresh = try DatabaseQueue(path: dir.file("fresh.sqlite"))
+        try Store.migrator.migrate(fresh)
+        for database in [queue, fresh] {
+            try await database.read { db in
+                let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'download_path'")
+                #expect(sql?.contains("WHERE") == true && sql?.contains("IS NOT NULL") == true, "\(sql ?? "no index")")
+                let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT * FROM download WHERE path = ?", arguments: ["/w/b.bin"])
+                #expect(plan.contains { ($0["detail"] as String).contains("download_path") })
+            }
+        }
+        let found = try await queue.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM download INDEXED BY download_path WHERE path = '/w/b.bin'")
+        }
+        #expect(found == 1)
+        try queue.close()
+        try fresh.close()
+    }
+
     @Test func aDownloadWhoseOptionsDoNotReadFailsInsteadOfGoingOnWithoutThem() async throws {
         let dir = try TestDirectory()
         defer { dir.remove() }

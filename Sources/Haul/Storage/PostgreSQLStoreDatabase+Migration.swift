@@ -140,6 +140,15 @@ extension PostgreSQLStoreDatabase {
                 "INSERT INTO fleetPool (queue, member, pooled) SELECT queue, '', count(*) FROM download WHERE owner = '' GROUP BY queue",
             ]
         ),
+        (
+            7,
+            [
+                // The path index holds the rows that have a path (SQLite's v12): a row is inserted,
+                // pooled and claimed without one, and each of those wrote an entry for no path.
+                "DROP INDEX download_path",
+                "CREATE INDEX download_path ON download (path) WHERE path IS NOT NULL",
+            ]
+        ),
     ]
 
     /// The type of each column of `download`, as v1 made it.

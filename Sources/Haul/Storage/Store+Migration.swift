@@ -86,7 +86,8 @@ extension Store {
             // the queue and of the finished downloads lives in memory (DownloadQueue); an index
             // on the status would be rewritten by every change for nothing.
             try db.create(index: "download_queue_destination", on: "download", columns: ["queue", "destination"])
-            try db.create(index: "download_path", on: "download", columns: ["path"])
+            // Only the rows that have a path (v12 made an earlier store's so).
+            try db.create(index: "download_path", on: "download", columns: ["path"], condition: Column("path") != nil)
         }
         migrator.registerMigration("v4") { db in
             // The reason of an error (stalled, disk full, …), which daemons map to aria2's codes.
@@ -171,6 +172,16 @@ extension Store {
                 t.column("updatedAt", .double).notNull()
             }
             try db.create(index: "uploadJob_queue", on: "uploadJob", columns: ["queue", "file", "url"])
+        }
+        migrator.registerMigration("v12") { db in
+            // The path index holds the rows that have a path: a row is inserted without one (its
+            // file is named once the server answered), so each insert wrote an entry for no path
+            // and the engine's first record moved it. Looked up by `path = ?` only. A store made
+            // since has it so from v3.
+            let made = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'download_path'")
+            guard made?.contains("WHERE") != true else { return }
+            try db.execute(sql: "DROP INDEX IF EXISTS download_path")
+            try db.create(index: "download_path", on: "download", columns: ["path"], condition: Column("path") != nil)
         }
         return migrator
     }
