@@ -333,8 +333,6 @@ final class EventHub: Sendable {
 
     private struct State {
         var subscribers: [UUID: Subscriber] = [:]
-        /// The subscribers that want progress, counted.
-        var progressSubscribers = 0
     }
 
     private let state = Mutex(State())
@@ -347,14 +345,9 @@ final class EventHub: Sendable {
             return stream
         }
         let key = UUID()
-        state.withLock { state in
-            state.subscribers[key] = Subscriber(continuation: continuation, wantsProgress: progress)
-            if progress { state.progressSubscribers += 1 }
-        }
+        state.withLock { $0.subscribers[key] = Subscriber(continuation: continuation, wantsProgress: progress) }
         continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { state in
-                if state.subscribers.removeValue(forKey: key)?.wantsProgress == true { state.progressSubscribers -= 1 }
-            }
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: key) }
         }
         return stream
     }
@@ -368,11 +361,11 @@ final class EventHub: Sendable {
     }
 
     /// Whether anyone is given progress events: a transfer's snapshot is sent only then.
-    var wantsProgress: Bool { state.withLock { $0.progressSubscribers > 0 } }
+    var wantsProgress: Bool { state.withLock { $0.subscribers.values.contains { $0.wantsProgress } } }
 
     func finish() {
         let subscribers = state.withLock { state in
-            defer { (state.subscribers, state.progressSubscribers) = ([:], 0) }
+            defer { state.subscribers = [:] }
             return state.subscribers.values.map(\.continuation)
         }
         for subscriber in subscribers { subscriber.finish() }

@@ -86,8 +86,7 @@ extension Store {
             // the queue and of the finished downloads lives in memory (DownloadQueue); an index
             // on the status would be rewritten by every change for nothing.
             try db.create(index: "download_queue_destination", on: "download", columns: ["queue", "destination"])
-            // Only the rows that have a path (v12 made an earlier store's so).
-            try db.create(index: "download_path", on: "download", columns: ["path"], condition: Column("path") != nil)
+            try createPathIndex(db)
         }
         migrator.registerMigration("v4") { db in
             // The reason of an error (stalled, disk full, …), which daemons map to aria2's codes.
@@ -181,9 +180,15 @@ extension Store {
             let made = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'download_path'")
             guard made?.contains("WHERE") != true else { return }
             try db.execute(sql: "DROP INDEX IF EXISTS download_path")
-            try db.create(index: "download_path", on: "download", columns: ["path"], condition: Column("path") != nil)
+            try createPathIndex(db)
         }
         return migrator
+    }
+
+    /// The engine's index of the rows by path: of the rows that have one only (v3 on a store
+    /// made since v12; v12 made an earlier store's so).
+    private static func createPathIndex(_ db: Database) throws {
+        try db.create(index: "download_path", on: "download", columns: ["path"], condition: Column("path") != nil)
     }
 
     /// v2 → v3: each job with the engine record of its file becomes one row; an engine record
