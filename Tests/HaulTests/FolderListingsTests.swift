@@ -133,8 +133,9 @@ struct FolderListingsTests {
     }
 
     /// A file that appears after the folder was read is met as one found before the download:
-    /// the same size as the remote's is taken as complete, and no body is fetched for it.
-    @Test func aDownloadSeesAFileMadeAfterTheFolderWasRead() async throws {
+    /// the same size as the remote's is taken as complete, and no body is fetched for it. So for
+    /// downloads into a folder and for downloads to a path each (a mirror's, a list's `out=`).
+    @Test(arguments: [false, true]) func aDownloadSeesAFileMadeAfterTheFolderWasRead(toPaths: Bool) async throws {
         let harness = try Harness()
         defer { harness.remove() }
         let server = try await FaultServer.start()
@@ -145,13 +146,14 @@ struct FolderListingsTests {
         server.serve("/c.bin", first)
         let downloader = try harness.downloader()
 
+        let request = { (name: String) in harness.request(server.url("/" + name), file: toPaths ? "out/" + name : nil) }
         // The first makes the folder, the second reads it.
         for name in ["a.bin", "c.bin"] {
-            let result = try await downloader.download(harness.request(server.url("/" + name))).result()
+            let result = try await downloader.download(request(name)).result()
             #expect(result.path == harness.directory.file("out/" + name))
         }
         try Data(second.content).write(to: URL(fileURLWithPath: harness.directory.file("out/b.bin")))
-        let b = try await downloader.download(harness.request(server.url("/b.bin"))).result()
+        let b = try await downloader.download(request("b.bin")).result()
         try await downloader.shutdown()
         try await server.shutdown()
 

@@ -47,7 +47,10 @@ extension DownloadRunner {
     func nothingOnDisk(urlName: String?) -> Bool {
         switch request.destination {
         case .file(let path):
-            return !Self.fileOrPartExists(FilePaths.absolute(path))
+            // A mirror's files, or a list's with their own names: a few folders, each of many files.
+            let path = FilePaths.absolute(path)
+            let (folder, name) = (FilePaths.folder(of: path), FilePaths.name(of: path))
+            return !(folders.contains(name, or: name + ".part", in: folder) ?? Self.fileOrPartExists(path))
         case .directory(let directory):
             // A list into one folder asks this for every file: the folder's listing answers.
             guard let urlName else { return false }

@@ -63,8 +63,10 @@ final class FolderListings: Sendable {
     /// The bytes of inotify events read at once.
     private static let readSize = 8 << 10
 
-    /// Folders kept at once: a list goes to one folder, a daemon's queue to a few.
-    static let maxFolders = 16
+    /// Folders kept at once: a list goes to one folder, a daemon's queue to a few, a mirror to
+    /// every folder of its tree (a watch is about a kilobyte of the kernel's memory, of the
+    /// user's `fs.inotify.max_user_watches`; past the limit the caller looks itself).
+    static let maxFolders = 256
 
     private static let events =
         UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)

@@ -52,6 +52,12 @@ public enum FilePaths {
         return String(path[..<slash])
     }
 
+    /// The last component of an absolute path (its file's name), without Foundation.
+    static func name(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
+        return String(path[path.utf8.index(after: slash)...])
+    }
+
     /// The names beside `path` for a download that steps around a file, in order:
     /// `a/f.1.tar.gz`, `a/f.2.tar.gz`, … up to ``maxSuffix`` (the extension split once).
     static func candidates(beside path: String) -> some Sequence<String> {

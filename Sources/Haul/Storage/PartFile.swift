@@ -42,7 +42,7 @@ final class PartFile: Sendable {
     init(path: String, in folder: DownloadFolder? = nil) throws(DownloadError) {
         self.path = path
         self.folder = folder
-        localName = folder == nil ? path : Self.lastComponent(of: path)
+        localName = folder == nil ? path : FilePaths.name(of: path)
         // O_NONBLOCK: a FIFO planted at the name must not hang the open.
         let fd = openat(folder?.descriptor ?? AT_FDCWD, localName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
         guard fd >= 0 else {
@@ -63,7 +63,7 @@ final class PartFile: Sendable {
         self.path = path
         self.descriptor = descriptor
         self.folder = folder
-        localName = folder == nil ? path : Self.lastComponent(of: path)
+        localName = folder == nil ? path : FilePaths.name(of: path)
         naming = Mutex(.unnamed)
         startedEmpty = true
     }
@@ -92,12 +92,7 @@ final class PartFile: Sendable {
 
     /// `path` (a file beside the part file) as the `*at` system calls take it, with ``directory``.
     func relativeName(_ path: String) -> String {
-        folder == nil ? path : Self.lastComponent(of: path)
-    }
-
-    private static func lastComponent(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
-        return String(path[path.utf8.index(after: slash)...])
+        folder == nil ? path : FilePaths.name(of: path)
     }
 
     /// A new part file without a name, in the folder of `path` (its name to be), or nil where
