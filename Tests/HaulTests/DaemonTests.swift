@@ -80,6 +80,18 @@ import Testing
         }
     }
 
+    /// The daemon, like every `haul` command, runs one NIO event loop for every two cores
+    /// instead of NIO's one a core: the other half of a download's work runs on Swift's pool.
+    @Test func runsOneEventLoopForEveryTwoCores() async throws {
+        try await withDaemon { t in
+            let tasks = "/proc/\(t.daemon.process.process.processIdentifier)/task"
+            let names = try FileManager.default.contentsOfDirectory(atPath: tasks).compactMap {
+                try? String(contentsOfFile: "\(tasks)/\($0)/comm", encoding: .utf8)
+            }
+            #expect(names.filter { $0.hasPrefix("NIO-SGLTN-") }.count == max(1, System.coreCount / 2), "\(names)")
+        }
+    }
+
     // MARK: Safety
 
     @Test func refusesANonLoopbackAddressWithoutASecret() async throws {
