@@ -126,7 +126,9 @@ final class FolderListings: Sendable {
     func contains(_ name: String, or other: String, in folder: String) -> Bool? {
         let (first, second) = (digest(of: name), digest(of: other))
         let found = state.withLock { state -> (Bool, Bool)? in
-            guard state.descriptor >= 0 else { return nil }
+            // A folder that cannot be kept (past the limit, shared) costs no read of the queue:
+            // its changes wait for the next question about one that is.
+            guard state.descriptor >= 0, state.watches[folder] != nil || Self.mayWatch(folder, state) else { return nil }
             drain(&state)
             guard let watch = state.watches[folder] ?? watch(folder, &state),
                 let names = state.listings[watch]?.names
@@ -144,10 +146,15 @@ final class FolderListings: Sendable {
         return name.withUTF8 { digest(UnsafeRawBufferPointer($0)) }
     }
 
+    /// Whether `folder` is not known to be unwatchable and there is room for one more.
+    private static func mayWatch(_ folder: String, _ state: State) -> Bool {
+        !state.unwatchable.contains(folder) && state.watches.count < maxFolders
+    }
+
     /// Starts watching `folder`, then reads it: a name made in between is both read and
     /// reported, never missed.
     private func watch(_ folder: String, _ state: inout State) -> Int32? {
-        guard !state.unwatchable.contains(folder), state.watches.count < Self.maxFolders else { return nil }
+        guard Self.mayWatch(folder, state) else { return nil }
         guard !isShared(folder) else {
             state.unwatchable.insert(folder)
             return nil
