@@ -130,6 +130,9 @@ public final class ListingServer: Sendable {
                 Listen 127.0.0.1:\(port)
                 PidFile "\(directory)/apache2.pid"
                 ErrorLog "\(directory)/error.log"
+                # One process (-X) serves one connection at a time: a client's other connections
+                # wait while the one it serves idles, for this long at most (the default is 5 s).
+                KeepAliveTimeout 100ms
                 LoadModule mpm_prefork_module \(modules)/mod_mpm_prefork.so
                 LoadModule authz_core_module \(modules)/mod_authz_core.so
                 LoadModule dir_module \(modules)/mod_dir.so

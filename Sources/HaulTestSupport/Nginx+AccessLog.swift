@@ -49,14 +49,17 @@ extension NginxServer {
         /// nginx's serial number of the connection: entries with the same number came over one
         /// connection.
         public var connection: Int
+        /// The request arrived pipelined: sent before the answer to the one before it on its
+        /// connection (`$pipe` is `p`).
+        public var pipelined: Bool
 
         /// The log_format, as JSON with `escape=json` (quotes and control bytes escaped).
         static let format =
-            #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslServerName":"$ssl_server_name","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection"}"#
+            #"{"serverProtocol":"$server_protocol","request":"$request","method":"$request_method","uri":"$request_uri","status":"$status","bodyBytesSent":"$body_bytes_sent","host":"$http_host","authorization":"$http_authorization","cookie":"$http_cookie","userAgent":"$http_user_agent","referer":"$http_referer","range":"$http_range","via":"$http_via","sslProtocol":"$ssl_protocol","sslServerName":"$ssl_server_name","sslClientVerify":"$ssl_client_verify","location":"$sent_http_location","setCookie":"$sent_http_set_cookie","connection":"$connection","pipe":"$pipe"}"#
 
         private enum CodingKeys: String, CodingKey {
             case serverProtocol, request, method, uri, status, bodyBytesSent, host, authorization, cookie
-            case userAgent, referer, range, via, sslProtocol, sslServerName, sslClientVerify, location, setCookie, connection
+            case userAgent, referer, range, via, sslProtocol, sslServerName, sslClientVerify, location, setCookie, connection, pipe
         }
 
         public init(from decoder: any Decoder) throws {
@@ -88,6 +91,7 @@ extension NginxServer {
             location = try text(.location)
             setCookie = try text(.setCookie)
             connection = try number(.connection)
+            pipelined = try text(.pipe) == "p"
         }
 
         /// The path of ``uri``, without the query.

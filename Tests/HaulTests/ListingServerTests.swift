@@ -94,6 +94,39 @@ struct ListingServerTests {
     }
 }
 
+extension ListingServerTests {
+    /// A mirror of each server's tree, then a resync: the resync's HEADs go pipelined, and
+    /// each server answers them in its own way (Python's closes its connection after each
+    /// answer, with the rest unread), yet every file is found unchanged and none is fetched.
+    @Test(arguments: ListingServer.Kind.allCases)
+    func aResyncFindsEveryFileUnchanged(kind: ListingServer.Kind) async throws {
+        let dir = try Self.makeTree()
+        defer { dir.remove() }
+        for index in 0..<30 { try dir.write("www/many/f\(index).txt", Array("file \(index)".utf8), creatingFolders: true) }
+        let server: ListingServer
+        do { server = try await ListingServer.start(kind, root: dir.file("www")) } catch let error as TestServerError
+            where error == .notInstalled && !Self.inCI
+        {
+            return
+        }
+        do {
+            let configuration = Mirror.Configuration(url: server.url("/"), directory: dir.file("copy"))
+            try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+                let first = try await Mirror(configuration, downloader: downloader).run()
+                #expect(first.new == Self.tree.count + 1 + 30 && first.failed == 0, "\(kind): \(first)")
+                let second = try await Mirror(configuration, downloader: downloader).run()
+                #expect(
+                    second.unchanged == first.new && second.updated == 0 && second.failed == 0 && second.bytesFetched == 0,
+                    "\(kind): \(second)")
+            }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+}
+
 /// Files a walk hands on, gathered across its calls.
 final class FoundFiles: Sendable {
     private let state = Mutex<[TreeWalk.File]>([])

@@ -92,11 +92,16 @@ struct MirrorCommandTests {
             let (second, secondErrors) = try await HaulProcess.run(arguments, in: dir.path)
             #expect(second == 0, "\(secondErrors)")
             let resync = nginx.accessLog().dropFirst(before)
-            #expect(resync.filter { $0.method == "HEAD" && $0.status == 304 }.count == files.count)
+            let heads = resync.filter { $0.method == "HEAD" && $0.status == 304 }
+            #expect(heads.count == files.count)
             // An answer without a body goes back to the pool whole: 800 files take turns on the
             // connections of the download slots (-j 16) and of the listings (8), never more.
             let connections = Set(resync.map(\.connection)).count
             #expect(connections <= 16 + 8, "\(connections) connections for \(resync.count) requests")
+            // A listing's files are asked about a few at a time, pipelined: each HEAD after the
+            // first of a pipeline reaches nginx before the answer to the one before it.
+            let pipelined = heads.count { $0.pipelined }
+            #expect(pipelined >= files.count / 2, "\(pipelined) of \(heads.count) HEADs pipelined")
         }
     }
 

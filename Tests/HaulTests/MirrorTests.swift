@@ -170,6 +170,52 @@ extension MirrorTests {
 }
 
 extension MirrorTests {
+    /// A resync asks about a listing's files with pipelined HEADs. What a pipeline does not
+    /// settle is asked alone: the answers after one that ends its connection (`Connection:
+    /// close`), and a redirect, which is followed. Every file is still found unchanged, and
+    /// none is fetched.
+    @Test func whatAPipelineLeavesUnansweredIsAskedAlone() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var files: [String: [UInt8]] = [:]
+        var names = (0..<12).map { "f\($0).bin" }
+        for (index, name) in names.enumerated() {
+            files[name] = testBytes(1000 + index, seed: UInt64(index))
+            var route = Route(content: files[name]!)
+            if index % 3 == 1 { route.responseHeaders = [("Connection", "close")] }
+            server.serve("/tree/" + name, route)
+        }
+        files["moved.bin"] = testBytes(900, seed: 99)
+        server.serve("/elsewhere/moved.bin", Route(content: files["moved.bin"]!))
+        var moved = Route(content: [])
+        moved.redirectTo = server.url("/elsewhere/moved.bin")
+        server.serve("/tree/moved.bin", moved)
+        names.insert("moved.bin", at: 5)
+        var listing = Route(content: Array(names.map { "<a href=\"\($0)\">\($0)</a>" }.joined().utf8))
+        listing.contentType = "text/html"
+        server.serve("/tree/", listing)
+        let configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"))
+        try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+            let first = try await Mirror(configuration, downloader: downloader).run()
+            #expect(first.new == files.count && first.failed == 0)
+            let before = Dictionary(uniqueKeysWithValues: names.map { ($0, server.stats("/tree/" + $0).requests.count) })
+
+            let second = try await Mirror(configuration, downloader: downloader).run()
+            #expect(second.unchanged == files.count && second.updated == 0 && second.failed == 0 && second.bytesFetched == 0)
+            #expect(Self.read(dir.file("copy")) == files)
+            for name in names {
+                let asked = server.stats("/tree/" + name).requests.dropFirst(before[name]!)
+                #expect(!asked.isEmpty && asked.allSatisfy { $0.method == "HEAD" }, "\(name): \(asked.map { ($0.method, $0.status) })")
+                let answer = name == "moved.bin" ? 302 : 304
+                #expect(asked.last?.status == answer, "\(name): \(asked.map { ($0.method, $0.status) })")
+            }
+            // The redirect was asked about where it points, once.
+            #expect(server.stats("/elsewhere/moved.bin").requests.last.map { ($0.method, $0.status) } ?? ("", 0) == ("HEAD", 304))
+        }
+        try await server.shutdown()
+    }
+
     /// The records of earlier runs are read while the listings are: when they cannot be, the
     /// walk stops, nothing is fetched, and the run ends with the store's error (never waits on).
     @Test func recordsThatCannotBeReadEndTheRunWithTheStoresError() async throws {

@@ -109,21 +109,8 @@ struct HTTPTransport: Sendable {
             let target = hop == 0 ? start : redirectedTo
             var request = HTTPClientRequest(url: target)
             request.method = method
-            request.headers.add(name: "User-Agent", value: network.userAgent ?? "haul/\(HaulVersion.string)")
-            if let referer = network.referer { request.headers.add(name: "Referer", value: referer == "*" ? start : referer) }
-            for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
-            // Credentials and cookies the caller gave go to the URL's own origin only (a
-            // redirect elsewhere must not carry them); the store's cookies go where they match.
-            let sameOrigin = hop == 0 || Origin(current) == home
-            if !sameOrigin {
-                for name in ["Authorization", "Cookie", "Proxy-Authorization"] { request.headers.remove(name: name) }
-            } else if let authorization, !request.headers.contains(name: "Authorization") {
-                request.headers.add(name: "Authorization", value: authorization)
-            }
-            if let cookie = cookies.header(for: current) {
-                let given = request.headers.first(name: "Cookie")
-                request.headers.replaceOrAdd(name: "Cookie", value: given.map { $0 + "; " + cookie } ?? cookie)
-            }
+            request.headers = requestHeaders(
+                headers, to: current, start: start, sameOrigin: hop == 0 || Origin(current) == home, authorization: authorization)
             var response = try await execute(request, url: current, body: body, stallTimeout: stallTimeout)
             if response.status == .proxyAuthenticationRequired,
                 let proxy = try network.proxy.server(scheme: current.scheme, host: current.host)
@@ -170,6 +157,78 @@ struct HTTPTransport: Sendable {
             current = next
         }
         throw .redirect("redirect loop")
+    }
+
+    /// A request's headers: the identity, then the caller's `given` ones, then credentials and
+    /// cookies. Credentials and cookies the caller gave go to the URL's own origin only (a
+    /// redirect elsewhere must not carry them, `sameOrigin` false); the store's cookies go
+    /// where they match.
+    private func requestHeaders(
+        _ given: [(String, String)], to url: HTTPURL, start: String, sameOrigin: Bool, authorization: String?
+    ) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.add(name: "User-Agent", value: network.userAgent ?? "haul/\(HaulVersion.string)")
+        if let referer = network.referer { headers.add(name: "Referer", value: referer == "*" ? start : referer) }
+        for (name, value) in given { headers.replaceOrAdd(name: name, value: value) }
+        if !sameOrigin {
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { headers.remove(name: name) }
+        } else if let authorization, !headers.contains(name: "Authorization") {
+            headers.add(name: "Authorization", value: authorization)
+        }
+        if let cookie = cookies.header(for: url) {
+            let given = headers.first(name: "Cookie")
+            headers.replaceOrAdd(name: "Cookie", value: given.map { $0 + "; " + cookie } ?? cookie)
+        }
+        return headers
+    }
+
+    /// Asks about many URLs of one server with a `HEAD` each, pipelined on one connection
+    /// (``PlainHTTPClient/heads(host:port:tls:requests:connectTimeout:)``): each with the
+    /// headers ``send(_:url:headers:body:stallTimeout:)`` would give it, its own URL the origin
+    /// its credentials are for, and the cookies of each answer kept. Redirects are not followed:
+    /// the answer is the caller's to judge.
+    ///
+    /// Returns nil for a request with no answer here, for the caller to send alone: all of them
+    /// when the URLs are not of one server, when they would go through a proxy or over HTTP/2
+    /// (neither is asked to keep a pipeline's order), or when the connection failed.
+    func heads(_ requests: [(url: String, headers: [(String, String)])]) async throws(DownloadError) -> [ResponseHead?] {
+        let none = [ResponseHead?](repeating: nil, count: requests.count)
+        guard let first = requests.first.flatMap({ HTTPURL(URLRedaction.redact($0.url)) }) else { return none }
+        let (scheme, host, port) = (first.scheme, first.bareHost, first.effectivePort)
+        guard (scheme == "http" || (scheme == "https" && !network.http2)), (try? network.proxy.server(scheme: scheme, host: first.host)) == nil
+        else { return none }
+        var urls: [HTTPURL] = []
+        var sent: [(target: String, headers: HTTPHeaders)] = []
+        urls.reserveCapacity(requests.count)
+        sent.reserveCapacity(requests.count)
+        do {
+            if let file = network.cookieFile { try cookies.load(file) }
+            for request in requests {
+                let start = URLRedaction.redact(request.url)
+                guard let url = HTTPURL(start), url.scheme == scheme, url.bareHost == host, url.effectivePort == port else {
+                    return none
+                }
+                let authorization = try credentials.authorization(for: request.url, host: url.host, network: network)
+                urls.append(url)
+                sent.append((url.target, requestHeaders(request.headers, to: url, start: start, sameOrigin: true, authorization: authorization)))
+            }
+        } catch {
+            // The one-at-a-time requests meet the same failure and say it.
+            return none
+        }
+        let answers: [HTTPResponseHead?]
+        do {
+            let tls = scheme == "https" ? try clients.tls(for: network.tls).context : nil
+            answers = try await clients.plain.heads(host: host, port: port, tls: tls, requests: sent, connectTimeout: network.connectTimeout)
+        } catch {
+            if error is CancellationError || Task.isCancelled { throw .cancelled }
+            return none
+        }
+        return zip(answers, urls).map { answer, url in
+            guard let answer else { return nil }
+            cookies.receive(answer.headers["set-cookie"], from: url)
+            return ResponseHead(status: Int(answer.status.code), reason: answer.status.reasonPhrase, headers: answer.headers)
+        }
     }
 
     /// One request on the client for `url`'s route, with the download's TLS settings.

@@ -132,6 +132,62 @@ final class PlainHTTPClient: Sendable {
         }
     }
 
+    /// Sends `HEAD` requests pipelined on one kept-alive connection, in one write, and returns
+    /// their answers' heads in order (RFC 9112 §9.3.2), as lftp asks a server about many files.
+    /// A request the connection did not answer (the server closed it first: it does not take
+    /// pipelined requests, or went away) has nil, for the caller to ask again alone.
+    ///
+    /// A kept-alive connection the server closed meanwhile, before any answer, is replaced once,
+    /// as ``execute(_:host:port:tunnel:tls:target:headers:connectTimeout:body:)`` does.
+    ///
+    /// - Parameters:
+    ///   - host: the server (never a proxy: a proxy in between may not keep the order).
+    ///   - requests: each one's target and headers.
+    func heads(
+        host: String, port: Int, tls: TLS? = nil, requests: [(target: String, headers: HTTPHeaders)], connectTimeout: Duration
+    ) async throws -> [HTTPResponseHead?] {
+        guard !requests.isEmpty else { return [] }
+        let key = Key(host: host, port: port, tls: tls)
+        let hostHeader = Self.hostHeader(host: host, port: port, defaultPort: tls == nil ? 80 : 443)
+        let heads = requests.map { request in
+            var head = HTTPRequestHead(version: .http1_1, method: .HEAD, uri: request.target, headers: request.headers)
+            if !head.headers.contains(name: "Host") { head.headers.add(name: "Host", value: hostHeader) }
+            return head
+        }
+        while true {
+            let pooled = lease(key)
+            let connection: PlainHTTPConnection
+            if let pooled {
+                connection = pooled
+            } else {
+                connection = try await connect(key, timeout: connectTimeout)
+            }
+            let exchanges = heads.map { _ in PlainHTTPExchange(connection: connection) }
+            connection.send(pipelined: heads, for: exchanges)
+            var answers: [HTTPResponseHead?] = []
+            answers.reserveCapacity(heads.count)
+            var stale = false
+            for exchange in exchanges {
+                do {
+                    answers.append(try await exchange.head())
+                    // A HEAD's answer has no body: its end follows its head.
+                    while try await exchange.next() != nil {}
+                } catch {
+                    if error is CancellationError { throw error }
+                    guard answers.isEmpty else { break }  // the rest are the caller's to ask again
+                    stale = pooled != nil && !exchange.answered && !(error is DownloadError)
+                    if !stale { throw error }
+                    break
+                }
+            }
+            if stale {
+                connection.close()
+                continue
+            }
+            return answers + Array(repeating: nil, count: heads.count - answers.count)
+        }
+    }
+
     /// Writes `body`: from the connection's loop while the body reads without waiting
     /// (``RequestBody/readNow``), else one chunk read while the one before is being written
     /// (two at most in flight: memory stays flat whatever the body's length).

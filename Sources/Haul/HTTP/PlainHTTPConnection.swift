@@ -43,6 +43,13 @@ final class PlainHTTPConnection: Sendable {
         }
     }
 
+    /// Sends `heads` (requests without a body) in one write, pipelined, and reads their
+    /// answers in turn into `exchanges`, one for each (RFC 9112 §9.3.2: the server answers them
+    /// in order). The connection goes back to the pool after the last answer.
+    func send(pipelined heads: [HTTPRequestHead], for exchanges: [PlainHTTPExchange]) {
+        onLoop { $0.begin(pipelined: Array(zip(exchanges, heads))) }
+    }
+
     /// The reader has room again after the channel paused.
     func resumeReading() {
         onLoop { $0.resumeReading() }
@@ -65,9 +72,10 @@ final class PlainHTTPConnection: Sendable {
     }
 }
 
-/// The last handler of a plain connection's pipeline: feeds the current exchange, asks for
-/// reads while it has room, hands the connection back when an answer ends with the
-/// connection kept alive, and notices when the server has sent nothing for the stall timeout.
+/// The last handler of a plain connection's pipeline: feeds the current exchange (and the
+/// pipelined ones after it, in turn), asks for reads while it has room, hands the connection
+/// back when the last answer ends with the connection kept alive, and notices when the server
+/// has sent nothing for the stall timeout.
 final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
@@ -81,6 +89,8 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private var context: ChannelHandlerContext?
     private var exchange: PlainHTTPExchange?
+    /// Requests sent after the current one, pipelined, whose answers follow its answer.
+    private var waiting = CircularBuffer<PlainHTTPExchange>()
     private var keepAlive = true
     /// The request's last part (its end) is written: until then the connection is in the middle
     /// of a request and cannot serve another, even after an early answer.
@@ -158,6 +168,35 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
         read(context)
+    }
+
+    /// Writes every request of `pipelined` (none with a body) and flushes once; their answers
+    /// feed the exchanges in the same order.
+    func begin(pipelined: [(PlainHTTPExchange, HTTPRequestHead)]) {
+        guard let (first, firstHead) = pipelined.first else { return }
+        guard let context, context.channel.isActive else {
+            for (exchange, _) in pipelined { exchange.fail(ChannelError.ioOnClosedChannel) }
+            return
+        }
+        exchange = first
+        keepAlive = pipelined.allSatisfy { $0.1.isKeepAlive }
+        endsAtClose = false
+        lastActivity = .now()
+        requestEnded = true
+        waiting.append(contentsOf: pipelined.dropFirst().map(\.0))
+        context.write(wrapOutboundOut(.head(firstHead)), promise: nil)
+        context.write(wrapOutboundOut(.end(nil)), promise: nil)
+        for (_, head) in pipelined.dropFirst() {
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.write(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+        context.flush()
+        read(context)
+    }
+
+    /// Fails the exchanges pipelined after the current one: their answers will not come.
+    private func failWaiting(_ error: any Error) {
+        while let next = waiting.popFirst() { next.fail(error) }
     }
 
     /// Writes a part of the request's body. A server reading the body is not a stalled one
@@ -253,8 +292,18 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             exchange.received(part)
         case .end:
             self.exchange = nil
-            // Back in the pool before the reader hears of the end: its next request finds it there.
-            if keepAlive, requestEnded, let connection {
+            if let next = waiting.popFirst() {
+                // The next pipelined answer follows, unless the server ends the connection here.
+                if keepAlive {
+                    self.exchange = next
+                    endsAtClose = false
+                } else {
+                    waiting.prepend(next)
+                    failWaiting(ServerClosedConnection())
+                    context.close(promise: nil)
+                }
+            } else if keepAlive, requestEnded, let connection {
+                // Back in the pool before the reader hears of the end: its next request finds it there.
                 release(connection)
             } else {
                 context.close(promise: nil)
@@ -284,6 +333,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let tls = error as? NIOSSLError, tls == .uncleanShutdown, !(exchange?.answered == true && endsAtClose) { return }
         exchange?.fail(error)
         exchange = nil
+        failWaiting(error)
         context.close(promise: nil)
     }
 
@@ -291,6 +341,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         pumping.take()?.promise.fail(ChannelError.ioOnClosedChannel)
         exchange?.fail(ServerClosedConnection())
         exchange = nil
+        failWaiting(ServerClosedConnection())
         watchdog?.cancel()
         watchdog = nil
         if let connection { forget(connection) }
@@ -305,6 +356,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard reading, quiet >= TimeAmount(stallTimeout) else { return }
             exchange.fail(DownloadError.stalled(after: stallTimeout))
             self.exchange = nil
+            failWaiting(DownloadError.stalled(after: stallTimeout))
             context.close(promise: nil)
         } else if quiet >= idleTimeout {
             context.close(promise: nil)

@@ -126,47 +126,75 @@ final class MirrorRun: Sendable {
     }
 
     /// Asks the server about each file copied before as the walk finds it (one conditional
-    /// `HEAD`), at most `limit` at once and each on a connection slot of the manager's hosts:
-    /// an unchanged one (`304`) costs nothing more, and its row is not written; a changed one
-    /// (or one the server cannot answer for, or whose HEAD it refuses) goes to the manager,
-    /// which asks again with a conditional GET and fetches it (its old copy stays until the new
-    /// one is complete). No body is sent only to be dropped.
+    /// `HEAD`), a few files of a listing at a time pipelined on one connection
+    /// (``Downloader/areUnchanged(_:)``), at most `limit` connections at once and each on a
+    /// connection slot of the manager's hosts: an unchanged one (`304`) costs nothing more,
+    /// and its row is not written; a changed one (or one the server cannot answer for, or whose
+    /// HEAD it refuses) goes to the manager, which asks again with a conditional GET and
+    /// fetches it (its old copy stays until the new one is complete). No body is sent only to
+    /// be dropped.
     /// Returns once ``finishChecks()`` was called and every file was asked about.
     func check(with downloader: Downloader, manager: DownloadManager, limit: Int, isStopped: @escaping @Sendable () -> Bool) async {
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for await batch in checks {
-                for check in batch {
-                    guard !isStopped() else { break }
+                var start = batch.startIndex
+                while start < batch.endIndex, !isStopped() {
+                    // A pipeline's files are of one host (a mirror allowed elsewhere has others).
+                    let host = HostConnections.host(of: batch[start].request.url)
+                    var end = start + 1
+                    while end < batch.endIndex, end - start < Self.pipelineDepth, HostConnections.host(of: batch[end].request.url) == host {
+                        end += 1
+                    }
+                    let files = Array(batch[start..<end])
+                    start = end
                     if running >= limit {
                         await group.next()
                         running -= 1
                     }
                     running += 1
                     group.addTask {
-                        let host = HostConnections.host(of: check.request.url)
-                        guard await Self.slot(on: manager.hosts, host: host, isStopped: isStopped) else { return }
-                        let unchanged: Bool
-                        do throws(DownloadError) {
-                            unchanged = try await downloader.isUnchanged(
-                                check.request, since: check.row.validators, bytes: check.row.resultBytes ?? -1)
-                        } catch {
-                            // The manager asks again (with its retries) and reports what fails.
-                            unchanged = false
-                        }
-                        // Given back before anything is added, and said to the manager when it has a
-                        // download set aside while the checks held the host's slots: it starts now.
-                        if manager.hosts.release(1, host: host) { await manager.hostSlotsFreed() }
-                        guard !isStopped() else { return }
-                        if unchanged {
-                            self.state.withLock { $0.summary.unchanged += 1 }
-                        } else {
-                            await self.add([check.request], copiedBefore: [true], listed: [check.listed], manager: manager)
-                        }
+                        await self.ask(about: files, host: host, with: downloader, manager: manager, isStopped: isStopped)
                     }
                 }
             }
         }
+    }
+
+    /// How many files' `HEAD`s go pipelined on one connection: a listing's, most often. On the
+    /// benchmark's tree (listings of 25 files), an unchanged resync took 340 ms with 4, 302 ms
+    /// with 8, 282 ms with 16 and 248 ms with 32 (404 ms one at a time).
+    static let pipelineDepth = 32
+
+    /// Asks about `files` (of `host`) on one connection slot: pipelined, then alone for those the
+    /// pipeline did not settle.
+    private func ask(
+        about files: [Check], host: String, with downloader: Downloader, manager: DownloadManager, isStopped: @escaping @Sendable () -> Bool
+    ) async {
+        guard await Self.slot(on: manager.hosts, host: host, isStopped: isStopped) else { return }
+        var unchanged: [Bool?]
+        do throws(DownloadError) {
+            unchanged = try await downloader.areUnchanged(files.map { ($0.request, $0.row.validators, $0.row.resultBytes ?? -1) })
+        } catch {
+            // The manager asks again (with its retries) and reports what fails.
+            unchanged = Array(repeating: false, count: files.count)
+        }
+        for (index, check) in files.enumerated() where unchanged[index] == nil && !isStopped() {
+            do throws(DownloadError) {
+                unchanged[index] = try await downloader.isUnchanged(
+                    check.request, since: check.row.validators, bytes: check.row.resultBytes ?? -1)
+            } catch {
+                unchanged[index] = false
+            }
+        }
+        // Given back before anything is added, and said to the manager when it has a
+        // download set aside while the checks held the host's slots: it starts now.
+        if manager.hosts.release(1, host: host) { await manager.hostSlotsFreed() }
+        guard !isStopped() else { return }
+        let changed = files.indices.filter { unchanged[$0] != true }
+        state.withLock { $0.summary.unchanged += files.count - changed.count }
+        guard !changed.isEmpty else { return }
+        await add(changed.map { files[$0].request }, copiedBefore: changed.map { _ in true }, listed: changed.map { files[$0].listed }, manager: manager)
     }
 
     /// No more files to ask about: ``check(with:manager:limit:isStopped:)`` returns once the
