@@ -216,6 +216,31 @@ extension MirrorTests {
         try await server.shutdown()
     }
 
+    /// Through a proxy nothing is pipelined, and nothing goes around it: each file's `HEAD`
+    /// goes to the proxy alone.
+    @Test(.enabled(if: ForwardProxy.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func throughAProxyEachFileIsAskedAloneThroughIt() async throws {
+        let server = try await FaultServer.start()
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        let files = Self.serveTree(on: server, count: 10, size: 700)
+        try await ForwardProxy.withProxy { proxy in
+            var template = DownloadRequest(url: server.url("/tree/"), directory: dir.file("copy"))
+            template.network.proxy = ProxySettings(http: proxy.url)
+            let configuration = Mirror.Configuration(url: server.url("/tree/"), directory: dir.file("copy"), template: template)
+            try await Downloader.withDownloader(.init(stateDirectory: dir.file("state"))) { downloader throws(DownloadError) in
+                #expect(!downloader.pipelinesHEADs(configuration.template))
+                _ = try await Mirror(configuration, downloader: downloader).run()
+                let before = proxy.requests().count
+                let second = try await Mirror(configuration, downloader: downloader).run()
+                #expect(second.unchanged == files.count && second.bytesFetched == 0 && second.failed == 0, "\(second)")
+                let heads = proxy.requests().dropFirst(before).filter { $0.method == "HEAD" }
+                #expect(Set(heads.map(\.target)) == Set(files.keys.map { server.url("/tree/" + $0) }), "\(heads)")
+            }
+        }
+        try await server.shutdown()
+    }
+
     /// The records of earlier runs are read while the listings are: when they cannot be, the
     /// walk stops, nothing is fetched, and the run ends with the store's error (never waits on).
     @Test func recordsThatCannotBeReadEndTheRunWithTheStoresError() async throws {

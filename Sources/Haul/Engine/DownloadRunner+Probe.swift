@@ -200,13 +200,21 @@ extension Downloader {
     /// The requests differ only in their URLs and destinations (the files of one mirror): the
     /// first one's options are checked and used for all. An answer the pipeline does not
     /// settle is nil, for the caller to ask alone: no answer (the server closed the connection
-    /// first, or the requests cannot be pipelined, through a proxy say) or a redirect.
+    /// first, or the requests cannot be pipelined, ``pipelinesHEADs(_:)``) or a redirect.
+    ///
+    /// - Throws: what kept the first answer from coming (the server down, a stall).
+    /// Whether ``areUnchanged(_:)`` pipelines the `HEAD`s of `request`'s files (of its URL's
+    /// server, with its options): not through a proxy, nor over HTTP/2.
+    package func pipelinesHEADs(_ request: DownloadRequest) -> Bool {
+        transport(for: request).pipelines(request.url)
+    }
+
     package func areUnchanged(_ files: [(request: DownloadRequest, known: Validators, bytes: Int64)]) async throws(DownloadError) -> [Bool?] {
         guard let first = files.first?.request else { return [] }
         try first.validate()
         let given = first.headers.map { ($0.name, $0.value) }
         let heads = try await transport(for: first).heads(
-            files.map { file in (file.request.url, given + DownloadRunner.conditions(file.known)) })
+            files.map { file in (file.request.url, given + DownloadRunner.conditions(file.known)) }, stallTimeout: configuration.stallTimeout)
         return zip(heads, files).map { head, file in
             guard let head else { return nil }
             switch head.status {

@@ -182,47 +182,53 @@ struct HTTPTransport: Sendable {
         return headers
     }
 
+    /// Whether requests for `url` may be pipelined (``heads(_:stallTimeout:)``): straight to
+    /// the server over HTTP/1.1, since neither a proxy nor HTTP/2 is asked to keep a pipeline's
+    /// order.
+    func pipelines(_ url: String) -> Bool {
+        guard let url = HTTPURL(URLRedaction.redact(url)), url.scheme == "http" || (url.scheme == "https" && !network.http2) else {
+            return false
+        }
+        do { return try network.proxy.server(scheme: url.scheme, host: url.host) == nil } catch { return false }
+    }
+
     /// Asks about many URLs of one server with a `HEAD` each, pipelined on one connection
     /// (``PlainHTTPClient/heads(host:port:tls:requests:connectTimeout:)``): each with the
     /// headers ``send(_:url:headers:body:stallTimeout:)`` would give it, its own URL the origin
     /// its credentials are for, and the cookies of each answer kept. Redirects are not followed:
     /// the answer is the caller's to judge.
     ///
-    /// Returns nil for a request with no answer here, for the caller to send alone: all of them
-    /// when the URLs are not of one server, when they would go through a proxy or over HTTP/2
-    /// (neither is asked to keep a pipeline's order), or when the connection failed.
-    func heads(_ requests: [(url: String, headers: [(String, String)])]) async throws(DownloadError) -> [ResponseHead?] {
+    /// Returns nil for a request with no answer here, for the caller to send alone: the ones
+    /// after an answer that ended the connection, or all of them when the URLs are not of one
+    /// server or cannot be pipelined (``pipelines(_:)``).
+    ///
+    /// - Throws: what kept the first answer from coming (the server down, a TLS failure, a
+    ///   stall), in words, as ``send(_:url:headers:body:stallTimeout:)`` would.
+    func heads(_ requests: [(url: String, headers: [(String, String)])], stallTimeout: Duration) async throws(DownloadError) -> [ResponseHead?] {
         let none = [ResponseHead?](repeating: nil, count: requests.count)
-        guard let first = requests.first.flatMap({ HTTPURL(URLRedaction.redact($0.url)) }) else { return none }
-        let (scheme, host, port) = (first.scheme, first.bareHost, first.effectivePort)
-        guard (scheme == "http" || (scheme == "https" && !network.http2)), (try? network.proxy.server(scheme: scheme, host: first.host)) == nil
-        else { return none }
+        guard let first = requests.first, pipelines(first.url), let server = HTTPURL(URLRedaction.redact(first.url)) else { return none }
+        let (scheme, host, port) = (server.scheme, server.bareHost, server.effectivePort)
         var urls: [HTTPURL] = []
         var sent: [(target: String, headers: HTTPHeaders)] = []
         urls.reserveCapacity(requests.count)
         sent.reserveCapacity(requests.count)
-        do {
-            if let file = network.cookieFile { try cookies.load(file) }
-            for request in requests {
-                let start = URLRedaction.redact(request.url)
-                guard let url = HTTPURL(start), url.scheme == scheme, url.bareHost == host, url.effectivePort == port else {
-                    return none
-                }
-                let authorization = try credentials.authorization(for: request.url, host: url.host, network: network)
-                urls.append(url)
-                sent.append((url.target, requestHeaders(request.headers, to: url, start: start, sameOrigin: true, authorization: authorization)))
-            }
-        } catch {
-            // The one-at-a-time requests meet the same failure and say it.
-            return none
+        if let file = network.cookieFile { try cookies.load(file) }
+        for request in requests {
+            let start = URLRedaction.redact(request.url)
+            guard let url = HTTPURL(start), url.scheme == scheme, url.bareHost == host, url.effectivePort == port else { return none }
+            let authorization = try credentials.authorization(for: request.url, host: url.host, network: network)
+            urls.append(url)
+            sent.append((url.target, requestHeaders(request.headers, to: url, start: start, sameOrigin: true, authorization: authorization)))
         }
+        let tls = scheme == "https" ? try clients.tls(for: network.tls).context : nil
         let answers: [HTTPResponseHead?]
         do {
-            let tls = scheme == "https" ? try clients.tls(for: network.tls).context : nil
             answers = try await clients.plain.heads(host: host, port: port, tls: tls, requests: sent, connectTimeout: network.connectTimeout)
         } catch {
-            if error is CancellationError || Task.isCancelled { throw .cancelled }
-            return none
+            if let failure = TLSFailure(error), case .untrusted = failure.reason {
+                throw failure.error(host: server.host, ca: network.tls.caCertificate)
+            }
+            throw Self.map(error, stallTimeout: stallTimeout, host: server.host, port: port, network: network)
         }
         return zip(answers, urls).map { answer, url in
             guard let answer else { return nil }

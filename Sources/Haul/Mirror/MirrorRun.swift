@@ -135,6 +135,8 @@ final class MirrorRun: Sendable {
     /// be dropped.
     /// Returns once ``finishChecks()`` was called and every file was asked about.
     func check(with downloader: Downloader, manager: DownloadManager, limit: Int, isStopped: @escaping @Sendable () -> Bool) async {
+        // Through a proxy (or over HTTP/2) each file is asked alone, as many at once as before.
+        let depth = downloader.pipelinesHEADs(fileTemplate) ? Self.pipelineDepth : 1
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for await batch in checks {
@@ -143,7 +145,7 @@ final class MirrorRun: Sendable {
                     // A pipeline's files are of one host (a mirror allowed elsewhere has others).
                     let host = HostConnections.host(of: batch[start].request.url)
                     var end = start + 1
-                    while end < batch.endIndex, end - start < Self.pipelineDepth, HostConnections.host(of: batch[end].request.url) == host {
+                    while end < batch.endIndex, end - start < depth, HostConnections.host(of: batch[end].request.url) == host {
                         end += 1
                     }
                     let files = Array(batch[start..<end])
@@ -174,7 +176,10 @@ final class MirrorRun: Sendable {
         guard await Self.slot(on: manager.hosts, host: host, isStopped: isStopped) else { return }
         var unchanged: [Bool?]
         do throws(DownloadError) {
-            unchanged = try await downloader.areUnchanged(files.map { ($0.request, $0.row.validators, $0.row.resultBytes ?? -1) })
+            unchanged =
+                files.count == 1
+                ? [nil]
+                : try await downloader.areUnchanged(files.map { ($0.request, $0.row.validators, $0.row.resultBytes ?? -1) })
         } catch {
             // The manager asks again (with its retries) and reports what fails.
             unchanged = Array(repeating: false, count: files.count)
