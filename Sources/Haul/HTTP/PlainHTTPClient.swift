@@ -107,13 +107,7 @@ final class PlainHTTPClient: Sendable {
         }
         if let body { head.headers.replaceOrAdd(name: "Content-Length", value: String(body.length)) }
         while true {
-            let pooled = lease(key)
-            let connection: PlainHTTPConnection
-            if let pooled {
-                connection = pooled
-            } else {
-                connection = try await connect(key, timeout: connectTimeout)
-            }
+            let (connection, pooled) = try await leaseOrConnect(key, timeout: connectTimeout)
             let exchange = PlainHTTPExchange(connection: connection)
             connection.send(head, for: exchange, hasBody: body != nil)
             do {
@@ -125,7 +119,7 @@ final class PlainHTTPClient: Sendable {
             } catch {
                 let replayable = body == nil || (method != .POST && method != .PATCH)
                 let stale =
-                    pooled != nil && replayable && !exchange.answered && !(error is CancellationError) && !(error is DownloadError)
+                    pooled && replayable && !exchange.answered && !(error is CancellationError) && !(error is DownloadError)
                 if !stale { throw error }
                 connection.close()
             }
@@ -155,13 +149,7 @@ final class PlainHTTPClient: Sendable {
             return head
         }
         while true {
-            let pooled = lease(key)
-            let connection: PlainHTTPConnection
-            if let pooled {
-                connection = pooled
-            } else {
-                connection = try await connect(key, timeout: connectTimeout)
-            }
+            let (connection, pooled) = try await leaseOrConnect(key, timeout: connectTimeout)
             let exchanges = heads.map { _ in PlainHTTPExchange(connection: connection) }
             connection.send(pipelined: heads, for: exchanges)
             var answers: [HTTPResponseHead?] = []
@@ -175,7 +163,7 @@ final class PlainHTTPClient: Sendable {
                 } catch {
                     if error is CancellationError { throw error }
                     guard answers.isEmpty else { break }  // the rest are the caller's to ask again
-                    stale = pooled != nil && !exchange.answered && !(error is DownloadError)
+                    stale = pooled && !exchange.answered && !(error is DownloadError)
                     if !stale { throw error }
                     break
                 }
@@ -266,6 +254,13 @@ final class PlainHTTPClient: Sendable {
             return Array(pool.live.values)
         }
         for connection in all { connection.close() }
+    }
+
+    /// An idle connection for `key` from the pool (`pooled`: the server may have closed it
+    /// meanwhile), else a new one.
+    private func leaseOrConnect(_ key: Key, timeout: Duration) async throws -> (connection: PlainHTTPConnection, pooled: Bool) {
+        if let pooled = lease(key) { return (pooled, true) }
+        return (try await connect(key, timeout: timeout), false)
     }
 
     private func lease(_ key: Key) -> PlainHTTPConnection? {
