@@ -192,6 +192,12 @@ extension Downloader {
         try await runner(request, id: .next(), events: .init()).isUnchanged(since: known, bytes: bytes)
     }
 
+    /// Whether ``areUnchanged(_:)`` pipelines the `HEAD`s of `request`'s files (of its URL's
+    /// server, with its options): not through a proxy, nor over HTTP/2.
+    package func pipelinesHEADs(_ request: DownloadRequest) -> Bool {
+        transport(for: request).pipelines(request.url)
+    }
+
     /// Whether each of many files of one server, saved before as `bytes` with `known`
     /// validators (not empty), is unchanged there, as ``isUnchanged(_:since:bytes:)`` asks, but
     /// with their `HEAD`s pipelined on one connection: one write and a few reads for them all
@@ -203,12 +209,6 @@ extension Downloader {
     /// first, or the requests cannot be pipelined, ``pipelinesHEADs(_:)``) or a redirect.
     ///
     /// - Throws: what kept the first answer from coming (the server down, a stall).
-    /// Whether ``areUnchanged(_:)`` pipelines the `HEAD`s of `request`'s files (of its URL's
-    /// server, with its options): not through a proxy, nor over HTTP/2.
-    package func pipelinesHEADs(_ request: DownloadRequest) -> Bool {
-        transport(for: request).pipelines(request.url)
-    }
-
     package func areUnchanged(_ files: [(request: DownloadRequest, known: Validators, bytes: Int64)]) async throws(DownloadError) -> [Bool?] {
         guard let first = files.first?.request else { return [] }
         try first.validate()
