@@ -216,6 +216,59 @@ extension MirrorTests {
         try await server.shutdown()
     }
 
+    /// A server that answers the first request of a pipeline and drops the rest, keeping the
+    /// connection: the pipeline's other files wait out the stall timeout and are asked alone,
+    /// and every file after that is asked alone. One pipeline is all such a server costs.
+    @Test func aServerThatDropsPipelinedRequestsCostsOnePipeline() async throws {
+        let folders = ["a", "b", "c"]
+        let names = (0..<5).map { "f\($0).txt" }
+        let server = try ScriptedServer { _, connection, server in
+            while let request = connection.readRequest() {
+                let line = request.prefix { $0 != "\r" }.split(separator: " ")
+                guard line.count >= 2 else { return }
+                let (method, path) = (String(line[0]), String(line[1]))
+                // What came in with this request, pipelined behind it, is dropped unanswered
+                // (looked at before the answer: after it, the client may send its next request).
+                var pending = [UInt8](repeating: 0, count: 64 << 10)
+                let count = recv(connection.fd, &pending, pending.count, Int32(MSG_DONTWAIT))
+                if count > 0 {
+                    let dropped = String(decoding: pending[..<count], as: UTF8.self).components(separatedBy: "HEAD /").count - 1
+                    server.note("dropped \(dropped)")
+                }
+                let etag = "\"\(path)\""
+                let links = path == "/tree/" ? folders.map { $0 + "/" } : names
+                let page = links.map { "<a href=\"\($0)\">\($0)</a>" }.joined()
+                if path.hasSuffix("/") {
+                    connection.write("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: \(page.utf8.count)\r\n\r\n" + page)
+                } else if method == "HEAD", request.contains("If-None-Match: \(etag)") {
+                    connection.write("HTTP/1.1 304 Not Modified\r\nETag: \(etag)\r\n\r\n")
+                } else {
+                    let body = "content of " + path
+                    connection.write(
+                        "HTTP/1.1 200 OK\r\nETag: \(etag)\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + (method == "HEAD" ? "" : body))
+                }
+            }
+        }
+        defer { server.stop() }
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        var configuration = Mirror.Configuration(url: "http://127.0.0.1:\(server.port)/tree/", directory: dir.file("copy"))
+        configuration.parallelListings = 1
+        configuration.maxConcurrentDownloads = 1
+        configuration.maxConnectionsPerHost = 1
+        var settings = Downloader.Configuration(stateDirectory: dir.file("state"))
+        settings.stallTimeout = .seconds(1)
+        try await Downloader.withDownloader(settings) { downloader throws(DownloadError) in
+            let first = try await Mirror(configuration, downloader: downloader).run()
+            #expect(first.new == folders.count * names.count && first.failed == 0, "\(first)")
+            #expect(server.notes.isEmpty, "\(server.notes)")
+            let second = try await Mirror(configuration, downloader: downloader).run()
+            #expect(second.unchanged == folders.count * names.count && second.failed == 0 && second.bytesFetched == 0, "\(second)")
+        }
+        // One pipeline of a listing's five files: the first answered, four dropped.
+        #expect(server.notes == ["dropped 4"], "\(server.notes)")
+    }
+
     /// Through a proxy nothing is pipelined, and nothing goes around it: each file's `HEAD`
     /// goes to the proxy alone.
     @Test(.enabled(if: ForwardProxy.executablePath != nil || ProcessInfo.processInfo.environment["CI"] != nil))

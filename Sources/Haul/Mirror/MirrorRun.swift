@@ -39,6 +39,11 @@ final class MirrorRun: Sendable {
         var toldOnce = Set<String>()
     }
     private let state = Mutex(State())
+    /// Whether the server answers pipelined `HEAD`s: false once a pipeline left most of its
+    /// requests unanswered (a server that closes after each answer, or one that drops what
+    /// follows the first request and leaves it to the stall timeout); each file is then asked
+    /// alone, so that one such wave is all the run loses.
+    private let pipelining = Atomic<Bool>(true)
 
     init(
         configuration: Mirror.Configuration, earlier: [DownloadRow.File], events: @escaping @Sendable (Mirror.Event) -> Void
@@ -136,12 +141,18 @@ final class MirrorRun: Sendable {
     /// Returns once ``finishChecks()`` was called and every file was asked about.
     func check(with downloader: Downloader, manager: DownloadManager, limit: Int, isStopped: @escaping @Sendable () -> Bool) async {
         // Through a proxy (or over HTTP/2) each file is asked alone, as many at once as before.
-        let depth = downloader.pipelinesHEADs(fileTemplate) ? Self.pipelineDepth : 1
+        let pipelinable = downloader.pipelinesHEADs(fileTemplate)
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for await batch in checks {
                 var start = batch.startIndex
                 while start < batch.endIndex, !isStopped() {
+                    if running >= limit {
+                        await group.next()
+                        running -= 1
+                    }
+                    // Cut once a slot is free: a pipeline that just failed has had its say.
+                    let depth = pipelinable && pipelining.load(ordering: .relaxed) ? Self.pipelineDepth : 1
                     // A pipeline's files are of one host (a mirror allowed elsewhere has others).
                     let host = HostConnections.host(of: batch[start].request.url)
                     var end = start + 1
@@ -150,10 +161,6 @@ final class MirrorRun: Sendable {
                     }
                     let files = Array(batch[start..<end])
                     start = end
-                    if running >= limit {
-                        await group.next()
-                        running -= 1
-                    }
                     running += 1
                     group.addTask {
                         await self.ask(about: files, host: host, with: downloader, manager: manager, isStopped: isStopped)
@@ -184,6 +191,7 @@ final class MirrorRun: Sendable {
             // The manager asks again (with its retries) and reports what fails.
             unchanged = Array(repeating: false, count: files.count)
         }
+        if files.count > 1, unchanged.count(where: { $0 == nil }) * 2 > files.count { pipelining.store(false, ordering: .relaxed) }
         for (index, check) in files.enumerated() where unchanged[index] == nil && !isStopped() {
             do throws(DownloadError) {
                 unchanged[index] = try await downloader.isUnchanged(
