@@ -124,7 +124,7 @@ extension DownloadRunner {
             return unchanged
         }
         // A 200 is not read if unneeded: dropping it closes the connection.
-        if Self.saysUnchanged(answer, bytes: bytes, known: known) { return unchanged }
+        if Self.saysUnchanged(answer.head, bytes: bytes, known: known) { return unchanged }
         let probe = ProbeResult(answer.head, url: answer.url)
         logger.debug("changed on the server", metadata: ["path": "\(path)"])
         guard let part = try lockNow(partOf: path, in: openFolder(of: path)) else { return nil }
@@ -151,10 +151,6 @@ extension DownloadRunner {
     /// Whether a conditional request's answer says the file of `bytes` saved with `known` is
     /// unchanged: a 304, or a server that ignores conditions but sends the same validators
     /// and length (it sent the same file).
-    static func saysUnchanged(_ answer: HTTPAnswer, bytes: Int64, known: Validators) -> Bool {
-        saysUnchanged(answer.head, bytes: bytes, known: known)
-    }
-
     static func saysUnchanged(_ head: ResponseHead, bytes: Int64, known: Validators) -> Bool {
         if head.status == 304 { return true }
         let probe = ProbeResult(head, url: "")
@@ -180,7 +176,7 @@ extension DownloadRunner {
         let answer = try await conditional(.HEAD, since: known, &retry)
         // An answer without a body, read to its end: the connection goes back to the pool.
         await HTTPTransport.discard(answer.body)
-        return Self.saysUnchanged(answer, bytes: bytes, known: known)
+        return Self.saysUnchanged(answer.head, bytes: bytes, known: known)
     }
 }
 

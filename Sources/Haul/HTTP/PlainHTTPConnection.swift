@@ -173,7 +173,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Writes every request of `pipelined` (none with a body) and flushes once; their answers
     /// feed the exchanges in the same order.
     func begin(pipelined: [(PlainHTTPExchange, HTTPRequestHead)]) {
-        guard let (first, firstHead) = pipelined.first else { return }
+        guard let first = pipelined.first?.0 else { return }
         guard let context, context.channel.isActive else {
             for (exchange, _) in pipelined { exchange.fail(ChannelError.ioOnClosedChannel) }
             return
@@ -184,9 +184,7 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         lastActivity = .now()
         requestEnded = true
         waiting.append(contentsOf: pipelined.dropFirst().map(\.0))
-        context.write(wrapOutboundOut(.head(firstHead)), promise: nil)
-        context.write(wrapOutboundOut(.end(nil)), promise: nil)
-        for (_, head) in pipelined.dropFirst() {
+        for (_, head) in pipelined {
             context.write(wrapOutboundOut(.head(head)), promise: nil)
             context.write(wrapOutboundOut(.end(nil)), promise: nil)
         }
@@ -292,13 +290,12 @@ final class PlainHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             exchange.received(part)
         case .end:
             self.exchange = nil
-            if let next = waiting.popFirst() {
+            if !waiting.isEmpty {
                 // The next pipelined answer follows, unless the server ends the connection here.
                 if keepAlive {
-                    self.exchange = next
+                    self.exchange = waiting.removeFirst()
                     endsAtClose = false
                 } else {
-                    waiting.prepend(next)
                     failWaiting(ServerClosedConnection())
                     context.close(promise: nil)
                 }
