@@ -11,7 +11,7 @@ struct FolderListingsTests {
         let dir = try TestDirectory()
         defer { dir.remove() }
         try Data("a".utf8).write(to: URL(fileURLWithPath: dir.file("a.bin")))
-        let listings = colliding ? FolderListings(digest: { _ in 7 }) : FolderListings()
+        let listings = colliding ? FolderListings(digest: { _ in 7 }, questionsBeforeWatching: 0) : FolderListings(questionsBeforeWatching: 0)
 
         #expect(listings.contains("a.bin", or: "a.bin.part", in: dir.path) == true)
         #expect(listings.contains("b.bin", or: "b.bin.part", in: dir.path) == false)
@@ -32,7 +32,7 @@ struct FolderListingsTests {
     @Test func moreChangesThanOneReadHoldsAreAllSeen() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
-        let listings = FolderListings()
+        let listings = FolderListings(questionsBeforeWatching: 0)
         #expect(listings.contains("x", or: "y", in: dir.path) == false)
         let names = (0..<600).map { String(format: "%04d-", $0) + String(repeating: "n", count: 40) }
         for name in names {
@@ -57,7 +57,7 @@ struct FolderListingsTests {
         let fd = open(dir.file(decomposed), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
         try #require(fd >= 0)
         close(fd)
-        let listings = FolderListings()
+        let listings = FolderListings(questionsBeforeWatching: 0)
 
         #expect(listings.contains(decomposed, or: "x", in: dir.path) == true)
         #expect(listings.contains(composed, or: "x", in: dir.path) == false)
@@ -69,8 +69,8 @@ struct FolderListingsTests {
         let dir = try TestDirectory()
         defer { dir.remove() }
         try Data("a".utf8).write(to: URL(fileURLWithPath: dir.file("a.bin")))
-        #expect(FolderListings(isShared: { _ in true }).contains("a.bin", or: "x", in: dir.path) == nil)
-        #expect(FolderListings(isShared: { _ in false }).contains("a.bin", or: "x", in: dir.path) == true)
+        #expect(FolderListings(isShared: { _ in true }, questionsBeforeWatching: 0).contains("a.bin", or: "x", in: dir.path) == nil)
+        #expect(FolderListings(isShared: { _ in false }, questionsBeforeWatching: 0).contains("a.bin", or: "x", in: dir.path) == true)
     }
 
     @Test func networkAndUserSpaceFileSystemsAreShared() throws {
@@ -85,11 +85,28 @@ struct FolderListingsTests {
         #expect(!FolderListings.isOnSharedFileSystem(dir.path), "the tests' own folder is local")
     }
 
+    /// The first questions of a run are left to the caller and watch nothing: a run of a few
+    /// files pays no watch's teardown when it ends. The next one reads and watches the folder.
+    @Test func theFirstQuestionsWatchNothing() throws {
+        let dir = try TestDirectory()
+        defer { dir.remove() }
+        try Data("a".utf8).write(to: URL(fileURLWithPath: dir.file("a.bin")))
+        let listings = FolderListings()
+
+        for _ in 0..<FolderListings.questionsBeforeWatching {
+            #expect(listings.contains("a.bin", or: "x", in: dir.path) == nil)
+        }
+        #expect(listings.watchedFolders == 0)
+        #expect(listings.contains("a.bin", or: "x", in: dir.path) == true)
+        #expect(listings.contains("b.bin", or: "x", in: dir.path) == false)
+        #expect(listings.watchedFolders == 1)
+    }
+
     /// A folder not there yet is looked at by the caller; once made, it is read.
     @Test func aFolderMadeLaterIsReadThen() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
-        let listings = FolderListings()
+        let listings = FolderListings(questionsBeforeWatching: 0)
         let folder = dir.file("later")
 
         #expect(listings.contains("a", or: "b", in: folder) == nil)
@@ -103,7 +120,7 @@ struct FolderListingsTests {
         defer { dir.remove() }
         let folder = dir.file("f")
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
-        let listings = FolderListings()
+        let listings = FolderListings(questionsBeforeWatching: 0)
         #expect(listings.contains("a", or: "b", in: folder) == false)
 
         try FileManager.default.moveItem(atPath: folder, toPath: dir.file("g"))
@@ -116,7 +133,7 @@ struct FolderListingsTests {
     @Test func aLostQueueReadsTheFolderAgain() throws {
         let dir = try TestDirectory()
         defer { dir.remove() }
-        let listings = FolderListings()
+        let listings = FolderListings(questionsBeforeWatching: 0)
         #expect(listings.contains("n0", or: "x", in: dir.path) == false)
 
         let queued =
@@ -143,15 +160,17 @@ struct FolderListingsTests {
         let second = Route(content: testBytes(1000, seed: 2))
         server.serve("/a.bin", first)
         server.serve("/b.bin", second)
-        server.serve("/c.bin", first)
+        for index in 1...FolderListings.questionsBeforeWatching { server.serve("/c\(index).bin", first) }
         let downloader = try harness.downloader()
 
         let request = { (name: String) in harness.request(server.url("/" + name), file: toPaths ? "out/" + name : nil) }
-        // The first makes the folder, the second reads it.
-        for name in ["a.bin", "c.bin"] {
+        // The first makes the folder; by the last the folder is read and watched.
+        for index in 0...FolderListings.questionsBeforeWatching {
+            let name = index == 0 ? "a.bin" : "c\(index).bin"
             let result = try await downloader.download(request(name)).result()
             #expect(result.path == harness.directory.file("out/" + name))
         }
+        #expect(downloader.folders.watchedFolders == 1)
         try Data(second.content).write(to: URL(fileURLWithPath: harness.directory.file("out/b.bin")))
         let b = try await downloader.download(request("b.bin")).result()
         try await downloader.shutdown()
