@@ -225,9 +225,6 @@ struct HTTPTransport: Sendable {
         do {
             answers = try await clients.plain.heads(host: host, port: port, tls: tls, requests: sent, connectTimeout: network.connectTimeout)
         } catch {
-            if let failure = TLSFailure(error), case .untrusted = failure.reason {
-                throw failure.error(host: server.host, ca: network.tls.caCertificate)
-            }
             throw Self.map(error, stallTimeout: stallTimeout, host: server.host, port: port, network: network)
         }
         return zip(answers, urls).map { answer, url in
