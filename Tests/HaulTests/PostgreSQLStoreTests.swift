@@ -209,6 +209,50 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// The writer's batches run as statements prepared once on its connection, not parsed and
+    /// planned again at every transaction; a placeholder whose first value is NULL keeps the type
+    /// its cast names, so a later value of that type is taken.
+    @Test func theWritersBatchesRunPreparedOnItsConnection() async throws {
+        try await PostgresServer.with { postgres in
+            let store = try Self.store(postgres)
+            let database = try #require(store.database as? PostgreSQLStoreDatabase)
+            let logger = Logger(label: "test")
+            for round in 0..<3 {
+                for index in 0..<4 {
+                    store.writer.insert(Self.row(UInt64(round * 10 + index)))
+                }
+                try await store.flush()
+                for index in 0..<4 { store.writer.update(DownloadID(rawValue: UInt64(round * 10 + index)), .status(.running)) }
+                try await store.flush()
+            }
+            #expect(try await store.rows(queue: "daemon").filter { $0.status == .running }.count == 12)
+            let prepared = try await database.writer.use { connection in
+                var texts: [String] = []
+                for try await text in try await connection.query("SELECT statement FROM pg_prepared_statements", logger: logger)
+                    .decode(String.self)
+                {
+                    texts.append(text)
+                }
+                return texts
+            }
+            // The insert and the update, each prepared once though each ran three times.
+            #expect(prepared.count == 2, "\(prepared)")
+            #expect(prepared.contains { $0.hasPrefix("INSERT INTO download") })
+            #expect(prepared.contains { $0.hasPrefix("UPDATE download AS d SET status = v.status") })
+            let values = try await database.writer.use { connection in
+                var values: [String?] = []
+                for value in [nil, "second"] as [String?] {
+                    for try await row in try await connection.prepared("SELECT \(value)::text", logger: logger) {
+                        values.append(try row.decode(String?.self))
+                    }
+                }
+                return values
+            }
+            #expect(values == [nil, "second"])
+            try await store.close()
+        }
+    }
+
     /// A queue written by a haul of before the fleet (schema v2, one daemon per queue) is the
     /// first joiner's once the schema is brought up to date.
     @Test func aQueueOfBeforeTheFleetIsTheFirstJoinersAfterTheMigration() async throws {

@@ -254,7 +254,7 @@ extension PostgreSQLStoreDatabase {
         let queued = DownloadStatus.queued.storedValue
         do {
             return try await transaction(rows: limit) { connection in
-                let claimed = try await connection.query(
+                let claimed = try await connection.prepared(
                     """
                     WITH claimed AS (
                         UPDATE download SET owner = \(member.id) WHERE id IN (
@@ -277,7 +277,7 @@ extension PostgreSQLStoreDatabase {
         let values = ids.map(\.storedValue)
         do {
             return try await transaction(rows: ids.count) { connection in
-                let claimed = try await connection.query(
+                let claimed = try await connection.prepared(
                     """
                     WITH claimed AS (UPDATE download SET owner = \(member.id) WHERE id = ANY(\(values)) AND owner = '' RETURNING *),
                     counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
@@ -319,13 +319,15 @@ extension PostgreSQLStoreDatabase {
         _ held: Set<String>, of member: FleetMember, lease: Int, counts: String?, on connection: PostgresConnection, logger: Logger
     ) async throws {
         var renewed = Set<String>()
-        let rows = try await connection.query(
+        // Run prepared (a transaction's first statement): `counts` may be NULL, so its type is
+        // written in the text.
+        let rows = try await connection.prepared(
             """
             UPDATE fleetMember SET leaseUntil = extract(epoch from clock_timestamp()) + \(lease),
-            counts = coalesce(\(counts)::jsonb -> queue, counts)
+            counts = coalesce(\(counts)::text::jsonb -> queue, counts)
             WHERE member = \(member.id) AND leaseUntil >= extract(epoch from clock_timestamp()) RETURNING queue
             """, logger: logger)
-        for try await queue in rows.decode(String.self) { renewed.insert(queue) }
+        for try await row in rows { renewed.insert(try row.decode(String.self)) }
         if let lost = held.subtracting(renewed).sorted().first {
             throw QueueTaken(
                 message:

@@ -155,15 +155,18 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     /// since each statement costs a round trip: the deletes into one, the inserts into one, the
     /// updates of each set of columns into one, each column of the batch sent as one array that
     /// `unnest` makes rows of again. The text of each is the same whatever the batch's size, so
-    /// the server parses and plans a few short statements, not one of thousands of parameters
-    /// each time. Deletes first, then inserts, then updates: a batch changes each row once (a
-    /// delete, or an insert and an update), so the order between rows does not matter.
-    func queries(_ statements: [StoreStatement]) throws -> [PostgresQuery] {
+    /// the server parses and plans each of a few short statements once on each connection (they
+    /// run prepared), not one of thousands of parameters each time. Deletes first, then inserts,
+    /// then updates: a batch changes each row once (a delete, or an insert and an update), so the
+    /// order between rows does not matter.
+    func queries(_ statements: [StoreStatement]) throws -> [WriterQuery] {
         guard statements.count > 1, statements.allSatisfy({ $0.batching != nil }) else {
             return try statements.map { statement in
                 // A pooled insert counts itself into the pool's size.
                 if case .pooledInsert? = statement.batching { return try Self.pooledInsert([statement.values]) }
-                return PostgresQuery(unsafeSQL: numbering(statement.sql), binds: try Self.bindings(statement.values))
+                // Its values' types may differ from one run to the next (a NULL, an integral
+                // number for a `double precision` column): not prepared.
+                return WriterQuery(PostgresQuery(unsafeSQL: numbering(statement.sql), binds: try Self.bindings(statement.values)), prepared: false)
             }
         }
         var deletes: [[DatabaseValue]] = []
@@ -182,19 +185,20 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
             case nil: break
             }
         }
-        var queries: [PostgresQuery] = []
+        var queries: [WriterQuery] = []
         if !deletes.isEmpty {
-            queries.append(PostgresQuery(unsafeSQL: "DELETE FROM download WHERE id = ANY($1::bigint[])", binds: try Self.arrays(of: deletes, ["id"])))
+            let binds = try Self.arrays(of: deletes, ["id"])
+            queries.append(WriterQuery(PostgresQuery(unsafeSQL: "DELETE FROM download WHERE id = ANY($1::bigint[])", binds: binds)))
         }
         if !inserts.isEmpty {
-            queries.append(PostgresQuery(unsafeSQL: Self.insertSQL, binds: try Self.arrays(of: inserts, DownloadRow.storedColumns)))
+            queries.append(WriterQuery(PostgresQuery(unsafeSQL: Self.insertSQL, binds: try Self.arrays(of: inserts, DownloadRow.storedColumns))))
         }
         if !pooledInserts.isEmpty { queries.append(try Self.pooledInsert(pooledInserts)) }
         for mask in masks {
             let names = RowPatch.columnNames(mask) + ["updatedAt", "id"]
             let set = names.dropLast().map { "\($0) = v.\($0)" }.joined(separator: ", ")
             let sql = "UPDATE download AS d SET \(set) FROM " + Self.unnest(names) + " WHERE d.id = v.id"
-            queries.append(PostgresQuery(unsafeSQL: sql, binds: try Self.arrays(of: updates[mask] ?? [], names)))
+            queries.append(WriterQuery(PostgresQuery(unsafeSQL: sql, binds: try Self.arrays(of: updates[mask] ?? [], names))))
         }
         return queries
     }
@@ -208,8 +212,8 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         + countPool(from: "pooled WHERE added", adding: "count(*)")
 
     /// The writer's pooled insert of `rows` (each the values of ``DownloadRow/pooledColumns``).
-    static func pooledInsert(_ rows: [[DatabaseValue]]) throws -> PostgresQuery {
-        PostgresQuery(unsafeSQL: pooledInsertSQL, binds: try arrays(of: rows, DownloadRow.pooledColumns))
+    static func pooledInsert(_ rows: [[DatabaseValue]]) throws -> WriterQuery {
+        WriterQuery(PostgresQuery(unsafeSQL: pooledInsertSQL, binds: try arrays(of: rows, DownloadRow.pooledColumns)))
     }
 
     private static func insertSQL(_ columns: [String]) -> String {
@@ -233,10 +237,16 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
     }
 
     /// Runs `queries` (which write `rows` rows) in one transaction (``transaction(rows:_:)``).
-    func transaction(_ queries: [PostgresQuery], rows: Int) async throws {
+    func transaction(_ queries: [WriterQuery], rows: Int) async throws {
         let logger = logger
         try await transaction(rows: rows) { connection in
-            for query in queries { try await connection.query(query, logger: logger) }
+            for query in queries {
+                if query.prepared {
+                    for try await _ in try await connection.prepared(query.query, logger: logger) {}
+                } else {
+                    try await connection.query(query.query, logger: logger)
+                }
+            }
         }
     }
 
@@ -428,6 +438,21 @@ final class PostgreSQLStoreDatabase: StoreDatabase {
         }
         return Row(columns)
     }
+}
+
+/// A query of the writer's, and whether it runs prepared (``PostgresConnection/prepared(_:logger:)``):
+/// a batch's, whose placeholders are arrays of the types their casts name, whatever the values.
+struct WriterQuery: Sendable {
+    var query: PostgresQuery
+    var prepared = true
+
+    init(_ query: PostgresQuery, prepared: Bool = true) {
+        self.query = query
+        self.prepared = prepared
+    }
+
+    var sql: String { query.sql }
+    var binds: PostgresBindings { query.binds }
 }
 
 /// No answer from the server within the store's window.

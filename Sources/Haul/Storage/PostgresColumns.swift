@@ -39,7 +39,7 @@ struct PostgresColumns: StoredColumns {
     }
 
     /// The download rows of one result (every column of `download`), their columns found once.
-    static func downloads(_ rows: PostgresRowSequence) async throws -> [DownloadRow] {
+    static func downloads<Rows: AsyncSequence>(_ rows: Rows) async throws -> [DownloadRow] where Rows.Element == PostgresRow {
         var decoded: [DownloadRow] = []
         var indexes: DownloadRow.ColumnIndexes?
         for try await row in rows {
