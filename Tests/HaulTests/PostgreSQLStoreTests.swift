@@ -253,6 +253,30 @@ struct PostgreSQLStoreTests {
         }
     }
 
+    /// A claim runs prepared, and a column added to the table meanwhile (a newer daemon of the
+    /// fleet migrated it) does not break it: its result names its columns.
+    @Test func aPreparedClaimOutlivesAColumnAddedToTheTable() async throws {
+        try await PostgresServer.with { postgres in
+            let first = try Self.store(postgres)
+            let second = try Self.store(postgres)
+            try await first.join("daemon")
+            try await second.join("daemon")
+            for number in 1...6 {
+                var row = Self.row(UInt64(number))
+                row.position = Int64(number)
+                first.writer.insert(row, pooled: true)
+            }
+            try await first.flush()
+            #expect(try await second.claim(queue: "daemon", limit: 2).map(\.id.rawValue).sorted() == [1, 2])
+            #expect(try await second.claim(ids: [DownloadID(rawValue: 3)]).map(\.id.rawValue) == [3])
+            _ = try postgres.query("ALTER TABLE download ADD COLUMN newer text")
+            #expect(try await second.claim(queue: "daemon", limit: 2).map(\.id.rawValue).sorted() == [4, 5])
+            #expect(try await second.claim(ids: [DownloadID(rawValue: 6)]).map(\.id.rawValue) == [6])
+            try await first.close()
+            try await second.close()
+        }
+    }
+
     /// A queue written by a haul of before the fleet (schema v2, one daemon per queue) is the
     /// first joiner's once the schema is brought up to date.
     @Test func aQueueOfBeforeTheFleetIsTheFirstJoinersAfterTheMigration() async throws {

@@ -248,19 +248,24 @@ extension PostgreSQLStoreDatabase {
         }
     }
 
+    /// The columns a claim returns: a download row's, named rather than `*`.
+    static let claimedColumns = DownloadRow.storedColumns.joined(separator: ", ")
+
     func claim(_ queue: String, limit: Int) async throws(DownloadError) -> [DownloadRow] {
         let logger = logger
         let member = member
         let queued = DownloadStatus.queued.storedValue
         do {
             return try await transaction(rows: limit) { connection in
+                // Prepared: its result names its columns, so a column a newer daemon of the fleet
+                // adds does not change its shape (which a prepared statement keeps).
                 let claimed = try await connection.prepared(
                     """
                     WITH claimed AS (
                         UPDATE download SET owner = \(member.id) WHERE id IN (
                             SELECT id FROM download WHERE queue = \(queue) AND owner = '' AND status = \(queued)
                             ORDER BY priority DESC, position LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                        ) RETURNING *
+                        ) RETURNING \(unescaped: Self.claimedColumns)
                     ), counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
                     SELECT * FROM claimed
                     """, logger: logger)
@@ -279,7 +284,10 @@ extension PostgreSQLStoreDatabase {
             return try await transaction(rows: ids.count) { connection in
                 let claimed = try await connection.prepared(
                     """
-                    WITH claimed AS (UPDATE download SET owner = \(member.id) WHERE id = ANY(\(values)) AND owner = '' RETURNING *),
+                    WITH claimed AS (
+                        UPDATE download SET owner = \(member.id) WHERE id = ANY(\(values)) AND owner = ''
+                        RETURNING \(unescaped: Self.claimedColumns)
+                    ),
                     counted AS (\(unescaped: Self.countPool(from: "claimed", adding: "-count(*)")))
                     SELECT * FROM claimed
                     """, logger: logger)

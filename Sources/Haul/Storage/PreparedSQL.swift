@@ -2,7 +2,7 @@ import Logging
 import PostgresNIO
 import Synchronization
 
-/// A statement the store runs over and over (the writer's batches, claims, lease renewals), run
+/// A statement the store runs over and over (the writer's batches, claims, the lease's renewal), run
 /// prepared: the server parses and plans it once on each connection, not at every run. A fleet's
 /// PostgreSQL spent about a quarter of its CPU parsing and planning the same few texts again.
 ///
@@ -44,7 +44,9 @@ extension PostgresConnection {
     /// Runs `query` as a statement prepared on this connection the first time it runs there
     /// (``PreparedSQL``). The server takes each placeholder's type from the first run's values
     /// and keeps it: a placeholder that may be NULL needs a cast in the text (`$1::text`), or a
-    /// NULL first would leave its type to the server's guess.
+    /// NULL first would leave its type to the server's guess. The shape of its result is kept too:
+    /// a result of every column of a table (`RETURNING *`) would fail once a column is added to
+    /// the table, so such a statement names its columns.
     func prepared(_ query: PostgresQuery, logger: Logger) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         guard let name = PreparedSQL.name(of: query.sql) else {
             return try await self.query(query, logger: logger).map { (row: PostgresRow) throws -> PostgresRow in row }
